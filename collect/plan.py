@@ -1,0 +1,63 @@
+"""A seeded, reproducible plan: groups (family, problem, dtype) and the configs to measure in each."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from costmodel import space
+from costmodel.hardware import HardwareRecord
+from costmodel.kernels import get_family
+from costmodel.kernels.base import Config, Problem
+
+
+@dataclass(frozen=True)
+class GroupPlan:
+    family: str
+    problem: Problem
+    dtype: str
+    configs: tuple[Config, ...]
+    exhaustive: bool
+
+
+def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes: list[str] | None, seed: int,
+              hw: HardwareRecord, exhaustive_share: float = 0.1, pool_size: int = 240) -> list[GroupPlan]:
+    """``n_groups`` groups spread evenly over ``families``. A share (at least ``exhaustive_share``, at least one
+    per family) is measured over the whole valid space, as ground truth for evaluation. The others measure the
+    family default plus configs drawn from a seeded pool per (family, dtype): drawing from a pool rather than the
+    whole space lets one compiled binary serve many shapes, which is what makes collection fast."""
+    rng = np.random.default_rng(seed)
+    plan: list[GroupPlan] = []
+    per_family = [n_groups // len(families) + (i < n_groups % len(families)) for i in range(len(families))]
+    for name, n in zip(families, per_family):
+        fam = get_family(name)
+        kinds = [d for d in (dtypes or fam.dtypes) if d in fam.dtypes]
+        if not kinds or n == 0:
+            continue
+        all_configs = list(fam.all_configs())
+        pools = {d: [all_configs[i] for i in rng.permutation(len(all_configs))[:pool_size]] for d in kinds}
+        n_exhaustive = max(1, math.ceil(exhaustive_share * n)) if exhaustive_share > 0 else 0
+        seen: set[tuple] = set()
+        for problem in fam.problems(rng, n * 4):
+            dtype = kinds[len(seen) % len(kinds)]
+            key = (tuple(problem.items()), dtype)
+            if key in seen:
+                continue
+            valid = space.enumerate_valid(fam, problem, dtype, hw)
+            if not valid:
+                continue
+            seen.add(key)
+            exhaustive = len(seen) <= n_exhaustive
+            if exhaustive:
+                configs = valid
+            else:
+                default = fam.default_config(problem, dtype, hw)
+                valid_keys = {space.config_key(c) for c in valid}
+                picks = [c for c in pools[dtype] if space.config_key(c) in valid_keys and c != default]
+                configs = ([default] if default in valid else []) + picks[: configs_per_group - 1]
+            plan.append(GroupPlan(name, problem, dtype, tuple(configs), exhaustive))
+            if len(seen) == n:
+                break
+    return plan

@@ -1,0 +1,3 @@
+"""costmodel: a learned cost-model tuner for Triton GPU kernels."""
+
+__version__ = "0.1.0"

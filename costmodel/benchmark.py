@@ -1,0 +1,372 @@
+"""Measuring configs: one ``Benchmarker`` protocol, two implementations.
+
+* ``IsolatedBenchmarker`` compiles ahead in a pool of spawned processes (compilation dominates; the pool only
+  warms Triton's on-disk cache, so a crashed compiler never takes the run down) and times in one isolated worker
+  process with a per-config timeout: a hang or an illegal memory access kills the worker, which is restarted, and
+  the run goes on. Each config's output is checked against the torch reference (NaN-poisoned buffer, relative
+  error) before its time counts; timing flushes L2 before every repeat and reports the median. On a machine
+  without a GPU it runs under ``TRITON_INTERPRET=1`` on CPU tensors: correct results, meaningless times.
+* ``ReplayBenchmarker`` answers from recorded measurements: how tuners are evaluated offline and tested on CPUs.
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import os
+import time
+import traceback
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from dataclasses import asdict, dataclass, field
+from typing import Protocol
+
+from costmodel.hardware import HardwareRecord
+from costmodel.kernels import get_family
+from costmodel.kernels.base import Config, KernelFamily, Problem
+
+STATUSES = ("ok", "compile_error", "out_of_resources", "runtime_error", "timeout", "wrong_result")
+L2_FLUSH_BYTES = 256 * 2**20
+
+
+@dataclass
+class Measurement:
+    config: Config
+    status: str
+    latency_ms: float | None = None  # median
+    p20_ms: float | None = None
+    p80_ms: float | None = None
+    min_ms: float | None = None
+    reps: int | None = None
+    compile_s: float | None = None
+    rel_err: float | None = None
+    n_regs: int | None = None
+    n_spills: int | None = None
+    shared_bytes: int | None = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+
+class Benchmarker(Protocol):
+    def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
+        """One measurement per config, in order; failures are measurements with their status."""
+        ...
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def classify(exc: BaseException) -> str:
+    from triton.compiler.errors import CompilationError
+    from triton.runtime.errors import OutOfResources, PTXASError
+
+    if isinstance(exc, OutOfResources):
+        return "out_of_resources"
+    if isinstance(exc, (CompilationError, PTXASError)):
+        return "compile_error"
+    return "runtime_error"
+
+
+# --- compile pool (spawned processes: warm Triton's cache, read the compiled kernel's resource use) ----------
+
+_INPUTS: dict = {}
+
+
+def _compile_one(family: str, problem: Problem, dtype: str, config: Config, hw: dict) -> dict:
+    fam = get_family(family)
+    key = (family, tuple(problem.items()), dtype)
+    if key not in _INPUTS:  # empty buffers: the pool must launch no GPU work while the worker times
+        import torch
+
+        _INPUTS.clear()
+        proto = fam.make_inputs(problem, dtype, "meta")
+        _INPUTS[key] = (tuple(torch.empty_like(t, device="cuda") for t in proto),
+                        torch.empty_like(fam.make_output(problem, dtype, "meta"), device="cuda"))
+    inputs, out = _INPUTS[key]
+    t0 = time.perf_counter()
+    try:
+        kernel = fam.launch(problem, inputs, out, config, HardwareRecord(**hw), warmup=True)
+        kernel._init_handles()  # loads the binary: registers, spills, and the shared-memory check
+    except Exception as e:  # noqa: BLE001 - every failure is a recorded status
+        return {"status": classify(e), "compile_s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"[:500]}
+    return {"status": "ok", "compile_s": time.perf_counter() - t0, "n_regs": kernel.n_regs,
+            "n_spills": kernel.n_spills, "shared_bytes": kernel.metadata.shared}
+
+
+class CompilePool:
+    """Compiles each (family, compile_key) once, ahead of timing; futures are shared by every problem it serves."""
+
+    def __init__(self, hw: HardwareRecord, workers: int):
+        self.hw, self.workers = hw, workers
+        self._pool: ProcessPoolExecutor | None = None
+        self._futures: dict[tuple, Future] = {}
+
+    def _executor(self) -> ProcessPoolExecutor:
+        if self._pool is None:
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+        return self._pool
+
+    def submit(self, fam: KernelFamily, family: str, problem: Problem, dtype: str, config: Config) -> Future:
+        key = (family, fam.compile_key(problem, dtype, config))
+        fut = self._futures.get(key)
+        if fut is None or (fut.done() and isinstance(fut.exception(), BrokenProcessPool)):
+            try:
+                fut = self._executor().submit(_compile_one, family, problem, dtype, config, self.hw.as_dict())
+            except BrokenProcessPool:
+                self._pool = None
+                fut = self._executor().submit(_compile_one, family, problem, dtype, config, self.hw.as_dict())
+            self._futures[key] = fut
+        return fut
+
+    def result(self, fut: Future) -> dict | None:
+        """The compile outcome, or None when the pool broke (the timing worker then compiles it itself)."""
+        try:
+            return fut.result()
+        except BrokenProcessPool:
+            self._pool = None
+            return None
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+
+# --- the isolated timing worker -----------------------------------------------------------------------
+
+def _time(fn, device: str, budget_ms: float, min_reps: int, max_reps: int) -> tuple[list[float], int]:
+    """Per-repeat times in ms, L2 flushed before each repeat."""
+    if device == "cpu":  # interpreter: one run, the time means nothing
+        t0 = time.perf_counter()
+        fn()
+        return [(time.perf_counter() - t0) * 1e3], 1
+    import torch
+
+    flush = _time.flush if hasattr(_time, "flush") else torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
+    _time.flush = flush
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    flush.zero_()
+    start.record()
+    fn()
+    end.record()
+    torch.cuda.synchronize()
+    reps = max(min_reps, min(max_reps, int(budget_ms / max(start.elapsed_time(end), 1e-3))))
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+    for s, e in zip(starts, ends):
+        flush.zero_()
+        s.record()
+        fn()
+        e.record()
+    torch.cuda.synchronize()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)], reps
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    pos = q * (len(xs) - 1)
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing) -> Measurement:
+    import torch
+
+    out.fill_(float("nan"))
+    t0 = time.perf_counter()
+    kernel = fam.launch(problem, inputs, out, config, hw)
+    if device != "cpu":
+        torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    rel_err = float(((out.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+    regs = dict(n_regs=getattr(kernel, "n_regs", None), n_spills=getattr(kernel, "n_spills", None),
+                shared_bytes=getattr(getattr(kernel, "metadata", None), "shared", None))
+    if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
+        return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
+                           compile_s=first_s, **regs)
+    times, reps = _time(lambda: fam.launch(problem, inputs, out, config, hw), device, **timing)
+    return Measurement(config, "ok", latency_ms=_quantile(times, 0.5), p20_ms=_quantile(times, 0.2),
+                       p80_ms=_quantile(times, 0.8), min_ms=min(times), reps=reps, rel_err=rel_err,
+                       compile_s=first_s, **regs)
+
+
+def _worker_main(conn, device: str, timing: dict) -> None:
+    """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed)."""
+    import torch
+
+    while True:
+        msg = conn.recv()
+        if msg[0] == "stop":
+            return
+        _, family, problem, dtype, items, hw_dict, seed = msg
+        fam, hw = get_family(family), HardwareRecord(**hw_dict)
+        inputs = fam.make_inputs(problem, dtype, device, seed=seed)
+        ref = fam.reference(problem, inputs)
+        out = fam.make_output(problem, dtype, device)
+        for idx, config in items:
+            conn.send(("start", idx))
+            try:
+                m = _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing)
+            except Exception as e:  # noqa: BLE001
+                m = Measurement(config, classify(e), error=f"{type(e).__name__}: {e}"[:500])
+                if m.status == "runtime_error" and device != "cpu":
+                    conn.send(("result", idx, asdict(m)))
+                    os._exit(3)  # the CUDA context may be poisoned: start afresh
+            conn.send(("result", idx, asdict(m)))
+        del inputs, ref, out
+        if device != "cpu":
+            torch.cuda.empty_cache()
+        conn.send(("done",))
+
+
+@dataclass
+class IsolatedBenchmarker:
+    """Compile pool + isolated timing worker (see module docstring). Use as a context manager."""
+
+    hw: HardwareRecord
+    device: str = "cuda"
+    compile_workers: int = 0  # 0: one per core but two; none when interpreting
+    timeout_s: float = 30.0
+    budget_ms: float = 10.0
+    min_reps: int = 5
+    max_reps: int = 100
+    seed: int = 0
+    restarts: int = field(default=0, init=False)
+
+    def __post_init__(self):
+        workers = self.compile_workers or max(1, (os.cpu_count() or 2) - 2)
+        self.pool = None if (interpreting() or self.device == "cpu") else CompilePool(self.hw, workers)
+        self._proc = self._conn = None
+
+    # -- worker lifecycle
+    def _start(self) -> None:
+        ctx = mp.get_context("spawn")
+        self._conn, child = ctx.Pipe()
+        timing = dict(budget_ms=self.budget_ms, min_reps=self.min_reps, max_reps=self.max_reps)
+        self._proc = ctx.Process(target=_worker_main, args=(child, self.device, timing), daemon=True)
+        self._proc.start()
+        child.close()
+
+    def _kill(self) -> None:
+        if self._proc is not None:
+            self._proc.kill()
+            self._proc.join()
+            self._proc = self._conn = None
+            self.restarts += 1
+
+    def close(self) -> None:
+        if self._proc is not None and self._proc.is_alive():
+            try:
+                self._conn.send(("stop",))
+                self._proc.join(5)
+            except (BrokenPipeError, OSError):
+                pass
+        if self._proc is not None and self._proc.is_alive():
+            self._proc.kill()
+        self._proc = self._conn = None
+        if self.pool:
+            self.pool.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # -- measuring
+    def prefetch(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> None:
+        """Queue compilation of configs that will be measured later (keeps the CPUs busy while the GPU times)."""
+        if self.pool:
+            fam = get_family(family)
+            for c in configs:
+                self.pool.submit(fam, family, problem, dtype, c)
+
+    def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
+        fam = get_family(family)
+        results: list[Measurement | None] = [None] * len(configs)
+        compile_s: dict[int, float] = {}
+        todo = []
+        for i, c in enumerate(configs):
+            info = self.pool.result(self.pool.submit(fam, family, problem, dtype, c)) if self.pool else None
+            if info is not None and info["status"] != "ok":
+                results[i] = Measurement(c, info["status"], compile_s=info["compile_s"], error=info.get("error"))
+            else:
+                if info is not None:
+                    compile_s[i] = info["compile_s"]
+                todo.append(i)
+        while todo:
+            if self._proc is None or not self._proc.is_alive():
+                self._start()
+            self._conn.send(("group", family, problem, dtype, [(i, configs[i]) for i in todo], self.hw.as_dict(),
+                             self.seed))
+            todo = self._collect(todo, results, configs)
+        for i, c in compile_s.items():  # the pool's compile time; the worker's first launch only loaded it
+            results[i].compile_s = c
+        return results  # type: ignore[return-value]
+
+    def _collect(self, todo: list[int], results: list, configs: list[Config]) -> list[int]:
+        """Read the worker's answers for one group; on a hang or death record the config in flight, restart,
+        and return what is left."""
+        in_flight = None
+        deadline = time.monotonic() + self.timeout_s * 4  # group set-up (inputs, reference) before the first config
+        while True:
+            left = deadline - time.monotonic()
+            try:
+                ready = self._conn.poll(max(0.0, left))
+                msg = self._conn.recv() if ready else None
+            except (EOFError, OSError):
+                msg, ready = None, True  # worker died
+            if msg is None:
+                status = "timeout" if not ready else "runtime_error"
+                self._kill()
+                if in_flight is None:  # died before any config: the group itself cannot run
+                    for i in todo:
+                        if results[i] is None:
+                            results[i] = Measurement(configs[i], status, error="worker failed setting up the group")
+                    return []
+                results[in_flight] = Measurement(configs[in_flight], status,
+                                                 error=f"worker {'hung' if status == 'timeout' else 'died'}")
+                return [i for i in todo if results[i] is None]
+            if msg[0] == "start":
+                in_flight = msg[1]
+                deadline = time.monotonic() + self.timeout_s
+            elif msg[0] == "result":
+                results[msg[1]] = Measurement(**msg[2])
+                in_flight = None
+            elif msg[0] == "done":
+                return []
+
+
+class ReplayBenchmarker:
+    """Answers with recorded measurements from a dataset table (configs never recorded raise KeyError)."""
+
+    def __init__(self, table):
+        import json
+
+        cols = table.select(["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms"]).to_pylist()
+        self._rows = {
+            (r["kernel"], r["problem_json"], r["dtype"], r["config_json"]): r for r in cols
+        }
+        self._json = json
+
+    def key(self, family: str, problem: Problem, dtype: str, config: Config) -> tuple:
+        from costmodel.dataset import canonical_json
+
+        return (family, canonical_json(problem), dtype, canonical_json(config))
+
+    def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
+        out = []
+        for c in configs:
+            r = self._rows[self.key(family, problem, dtype, c)]
+            out.append(Measurement(c, r["status"], latency_ms=r["latency_ms"]))
+        return out
+
+    def prefetch(self, *args) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

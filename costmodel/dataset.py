@@ -1,0 +1,165 @@
+"""The Parquet dataset: schema, atomic shard writer, validated reader, group ids.
+
+Layout: ``<root>/gpu=<slug>/kernel=<family>/part-<run>-<uuid>.parquet`` (hive partitions; ``gpu`` and
+``kernel`` live in the path only). One row = one (group, config) measurement; a group = (gpu, kernel, kernel
+source hash, problem, dtype), the unit the model ranks within. Shards are written to a dot-prefixed temp name,
+fsynced and renamed, so readers (which skip dot files) never see half a shard; files are never appended to.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import HardwareRecord
+
+SCHEMA_VERSION = 1
+# union of every family's dims and knobs; flat so they filter and featurise without parsing JSON
+DIMS = ("M", "N", "K", "B", "H", "S", "D", "CAUSAL")
+KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA", "PERSISTENT", "ROWS", "num_warps", "num_stages")
+
+_HW_FIELDS = [
+    ("hw_name", pa.string()), ("hw_cc_major", pa.int32()), ("hw_cc_minor", pa.int32()), ("hw_sm_count", pa.int32()),
+    ("hw_smem_per_block", pa.int64()), ("hw_smem_per_sm", pa.int64()), ("hw_regs_per_sm", pa.int64()),
+    ("hw_l2_bytes", pa.int64()), ("hw_mem_bandwidth_gbs", pa.float64()), ("hw_max_threads_per_sm", pa.int32()),
+]
+SCHEMA = pa.schema(
+    [("run_id", pa.string()), ("ts", pa.timestamp("ms", tz="UTC")), ("gpu", pa.string()), *_HW_FIELDS,
+     ("triton_version", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
+     ("driver_version", pa.string()), ("costmodel_version", pa.string()),
+     ("kernel", pa.string()), ("source_hash", pa.string()), ("group_id", pa.string()), ("exhaustive", pa.bool_()),
+     *[(f"dim_{d}", pa.int64()) for d in DIMS], ("problem_json", pa.string()), ("dtype", pa.string()),
+     *[(f"cfg_{k}", pa.int64()) for k in KNOBS], ("config_json", pa.string()),
+     ("status", pa.string()), ("latency_ms", pa.float64()), ("p20_ms", pa.float64()), ("p80_ms", pa.float64()),
+     ("min_ms", pa.float64()), ("reps", pa.int32()), ("compile_s", pa.float64()), ("rel_err", pa.float64()),
+     ("n_regs", pa.int32()), ("n_spills", pa.int32()), ("shared_bytes", pa.int64()), ("error", pa.string())],
+    metadata={"costmodel_schema_version": str(SCHEMA_VERSION)},
+)
+PARTITIONS = ("gpu", "kernel")
+FILE_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in PARTITIONS], metadata=SCHEMA.metadata)
+REQUIRED = ("group_id", "problem_json", "config_json", "dtype", "status", "latency_ms")
+
+
+def canonical_json(d: dict) -> str:
+    return json.dumps(d, sort_keys=True, separators=(",", ":"))
+
+
+def group_id(gpu: str, kernel: str, source_hash: str, problem: dict, dtype: str) -> str:
+    key = "|".join([gpu, kernel, source_hash, canonical_json(problem), dtype])
+    return hashlib.sha256(key.encode()).hexdigest()[:16]
+
+
+def hw_columns(hw: HardwareRecord) -> dict:
+    d = asdict(hw)
+    d.pop("gpu")
+    return {f"hw_{k}": v for k, v in d.items()}
+
+
+def hw_from_row(row: dict) -> HardwareRecord:
+    return HardwareRecord(gpu=row["gpu"], **{k[3:]: row[k] for k, _ in _HW_FIELDS})
+
+
+def row_columns(problem: dict, config: dict) -> dict:
+    """The flat dim_* / cfg_* columns plus their JSON forms."""
+    out = {f"dim_{d}": problem.get(d) for d in DIMS}
+    out.update({f"cfg_{k}": config.get(k) for k in KNOBS})
+    out["problem_json"], out["config_json"] = canonical_json(problem), canonical_json(config)
+    return out
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_shard(root: str | Path, gpu: str, kernel: str, run_id: str, rows: list[dict]) -> Path:
+    """Publish ``rows`` (dicts of FILE_SCHEMA columns) as one new shard, atomically."""
+    part = Path(root) / f"gpu={gpu}" / f"kernel={kernel}"
+    part.mkdir(parents=True, exist_ok=True)
+    name = f"part-{run_id}-{uuid.uuid4().hex[:12]}.parquet"
+    tmp, final = part / f".tmp-{name}", part / name
+    table = pa.Table.from_pylist(rows, schema=FILE_SCHEMA)
+    with open(tmp, "wb") as f:
+        pq.write_table(table, f, compression="zstd")
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, final)
+    _fsync_dir(part)
+    return final
+
+
+class ShardWriter:
+    """Buffers rows per (gpu, kernel) and publishes a shard every ``flush_rows`` rows and on ``flush()``.
+    A crash loses only the rows not yet flushed."""
+
+    def __init__(self, root: str | Path, run_id: str, flush_rows: int = 2000):
+        self.root, self.run_id, self.flush_rows = Path(root), run_id, flush_rows
+        self._buf: dict[tuple[str, str], list[dict]] = {}
+        self.shards: list[Path] = []
+        self.rows_written = 0
+
+    def add(self, gpu: str, kernel: str, rows: list[dict]) -> None:
+        buf = self._buf.setdefault((gpu, kernel), [])
+        buf.extend(rows)
+        if len(buf) >= self.flush_rows:
+            self._flush_one(gpu, kernel)
+
+    def _flush_one(self, gpu: str, kernel: str) -> None:
+        rows = self._buf.pop((gpu, kernel), [])
+        if rows:
+            self.shards.append(write_shard(self.root, gpu, kernel, self.run_id, rows))
+            self.rows_written += len(rows)
+
+    def flush(self) -> None:
+        for gpu, kernel in list(self._buf):
+            self._flush_one(gpu, kernel)
+
+
+def dataset(root: str | Path) -> ds.Dataset:
+    """The dataset under ``root`` with the explicit current schema; every shard checked to be ours."""
+    root = Path(root)
+    if not root.exists():
+        raise CostModelError(f"no dataset at {root}")
+    try:
+        d = ds.dataset(root, schema=SCHEMA, format="parquet", partitioning="hive")
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CostModelError(f"cannot read dataset at {root}: {e}") from None
+    for frag in d.get_fragments():
+        try:
+            names = set(frag.physical_schema.names)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise CostModelError(f"corrupt Parquet shard {frag.path}: {e}") from None
+        missing = [c for c in REQUIRED if c not in names]
+        if missing:
+            raise CostModelError(f"{frag.path} is not a costmodel shard (missing columns {', '.join(missing)})")
+    return d
+
+
+def read(root: str | Path, columns: list[str] | None = None, filter=None) -> pa.Table:
+    """Read rows (optionally only ``columns``, filtered by a pyarrow expression). Partition filters on gpu
+    and kernel prune whole folders."""
+    d = dataset(root)
+    try:
+        return d.to_table(columns=columns, filter=filter)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise CostModelError(f"cannot read dataset at {root}: {e}") from None
+
+
+def measured_pairs(root: str | Path, group_ids: list[str]) -> set[tuple[str, str]]:
+    """(group_id, config_json) already recorded under ``root`` for these groups (what --resume skips)."""
+    if not Path(root).exists() or not group_ids:
+        return set()
+    t = read(root, ["group_id", "config_json"], ds.field("group_id").isin(group_ids))
+    return set(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))

@@ -1,0 +1,164 @@
+"""What every kernel family provides; one subclass per module under costmodel/kernels/.
+
+A *problem* is a dict of named integer dims (``{"M": 4096, "N": 4096, "K": 4096}``); a *config* is a dict of
+knob values. ``num_warps`` and ``num_stages`` are knobs like any other: launchers pass them to Triton.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import itertools
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any, ClassVar, Iterator
+
+import numpy as np
+
+from costmodel.errors import CostModelError
+from costmodel.hardware import HardwareRecord
+
+Problem = dict[str, int]
+Config = dict[str, int]
+
+DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str
+    values: tuple[int, ...]
+
+
+def torch_dtype(dtype: str):
+    import torch
+
+    return getattr(torch, dtype)
+
+
+def rand_generator(device: str, seed: int):
+    """A seeded generator for ``device``; None on "meta" (shape-only inputs, used by the compile pool)."""
+    import torch
+
+    return None if device == "meta" else torch.Generator(device=device).manual_seed(seed)
+
+
+def launch(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict, warmup: bool):
+    """Run ``kernel`` on ``grid`` or, with ``warmup``, only compile it (what the compile pool does)."""
+    if warmup:
+        return kernel.warmup(*args, grid=grid, **kwargs)
+    return kernel[grid](*args, **kwargs)
+
+
+class KernelFamily(ABC):
+    """One tunable kernel family: kernels, launcher, config space, problems, reference and costs."""
+
+    name: ClassVar[str]
+    dims: ClassVar[tuple[str, ...]]
+    knobs: ClassVar[tuple[Knob, ...]]
+    dtypes: ClassVar[tuple[str, ...]] = ("float16", "bfloat16")
+    # relative error ||out - ref|| / ||ref|| allowed per dtype (fp32 accumulation, half-precision output)
+    tolerance: ClassVar[dict[str, float]] = {"float16": 5e-3, "bfloat16": 2e-2}
+
+    # --- problems -------------------------------------------------------------------------------------
+    def check_problem(self, problem: dict[str, Any]) -> Problem:
+        """Validate and normalise a problem: every dim present, a positive integer; no unknown dims."""
+        missing = [d for d in self.dims if d not in problem]
+        unknown = [d for d in problem if d not in self.dims]
+        if missing or unknown:
+            raise CostModelError(
+                f"{self.name} needs dims {','.join(self.dims)}"
+                + (f"; missing {','.join(missing)}" if missing else "")
+                + (f"; unknown {','.join(unknown)}" if unknown else "")
+            )
+        out: Problem = {}
+        for d in self.dims:
+            try:
+                v = int(problem[d])
+            except (TypeError, ValueError):
+                raise CostModelError(f"{self.name}: dim {d}={problem[d]!r} is not an integer") from None
+            if v != float(problem[d]) or v < self.min_dim(d):
+                raise CostModelError(f"{self.name}: dim {d}={problem[d]!r} must be an integer >= {self.min_dim(d)}")
+            out[d] = v
+        self.check_problem_extra(out)
+        return out
+
+    def min_dim(self, dim: str) -> int:
+        return 1
+
+    def check_problem_extra(self, problem: Problem) -> None:
+        """Family-specific limits (e.g. a head dim the kernel supports)."""
+
+    def check_dtype(self, dtype: str) -> str:
+        if dtype not in self.dtypes:
+            raise CostModelError(f"{self.name} does not support dtype {dtype!r}; choose from {', '.join(self.dtypes)}")
+        return dtype
+
+    @abstractmethod
+    def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
+        """``n`` realistic problems: LLM shapes, skinny decode shapes, odd sizes."""
+
+    # --- config space ---------------------------------------------------------------------------------
+    @abstractmethod
+    def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
+        """Whether ``config`` can run ``problem`` on ``hw`` (shared memory, registers, block limits)."""
+
+    @abstractmethod
+    def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
+        """What a user would write without tuning: the baseline every report shows."""
+
+    def all_configs(self) -> Iterator[Config]:
+        names = [k.name for k in self.knobs]
+        for values in itertools.product(*(k.values for k in self.knobs)):
+            yield dict(zip(names, values))
+
+    def check_config(self, problem: Problem, dtype: str, config: dict[str, Any], hw: HardwareRecord) -> Config:
+        names = {k.name for k in self.knobs}
+        if set(config) != names:
+            raise CostModelError(
+                f"{self.name} config needs knobs {','.join(sorted(names))}, got {','.join(sorted(config))}"
+            )
+        for k in self.knobs:
+            if config[k.name] not in k.values:
+                raise CostModelError(f"{self.name}: knob {k.name}={config[k.name]} not in {k.values}")
+        if not self.is_valid(problem, dtype, config, hw):
+            raise CostModelError(f"{self.name}: config {config} is invalid for {problem} {dtype} on {hw.gpu}")
+        return dict(config)
+
+    def compile_key(self, problem: Problem, dtype: str, config: Config) -> tuple:
+        """Problems with equal keys share one compiled binary for ``config`` (Triton specialises ints on
+        divisibility by 16 and on == 1; families add constexpr dims)."""
+        return (dtype, tuple(sorted(config.items())), tuple((v % 16 == 0, v == 1) for v in problem.values()))
+
+    # --- running --------------------------------------------------------------------------------------
+    @abstractmethod
+    def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
+        """Random inputs (never zeros: they hide unwritten outputs and run faster than real data)."""
+
+    @abstractmethod
+    def make_output(self, problem: Problem, dtype: str, device: str):
+        """An empty output buffer (the benchmarker poisons it with NaN before a correctness check)."""
+
+    @abstractmethod
+    def reference(self, problem: Problem, inputs: tuple):
+        """The torch result, in float32."""
+
+    @abstractmethod
+    def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
+        """Launch (or with ``warmup`` only compile) the kernel; returns Triton's compiled kernel."""
+
+    # --- costs for roofline figures -------------------------------------------------------------------
+    @abstractmethod
+    def flops(self, problem: Problem) -> float: ...
+
+    @abstractmethod
+    def min_bytes(self, problem: Problem, dtype: str) -> float:
+        """Each input read once, each output written once."""
+
+    # --- identity -------------------------------------------------------------------------------------
+    @cached_property
+    def source_hash(self) -> str:
+        """Hash of the family's module source: a kernel edit makes a new group, never mixes old data in."""
+        src = inspect.getsource(inspect.getmodule(type(self)))
+        return hashlib.sha256(src.encode()).hexdigest()[:16]

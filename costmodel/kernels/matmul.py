@@ -1,0 +1,189 @@
+"""C = A @ B for row-major A (M x K) and B (K x N), fp32 accumulation.
+
+Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
+plain pointers (``TMA``), a persistent schedule over tiles beside one tile per program (``PERSISTENT``),
+GROUP_M swizzling for L2 reuse, tile sizes, warps and pipeline stages.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import triton
+import triton.language as tl
+
+from costmodel.hardware import HardwareRecord
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
+
+
+@triton.jit
+def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = tile_id // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + (tile_id % group_size_m)
+    pid_n = (tile_id % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    if TMA:
+        for ki in tl.range(0, k_tiles):
+            a_tile = a.load([pid_m * BLOCK_M, ki * BLOCK_K])
+            b_tile = b.load([ki * BLOCK_K, pid_n * BLOCK_N])
+            acc = tl.dot(a_tile, b_tile, acc)
+    else:
+        offs_am = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_bn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        # clamp instead of masking rows/cols: loads stay unmasked and vectorised, the store masks
+        offs_am = tl.max_contiguous(tl.multiple_of(tl.where(offs_am < M, offs_am, 0), BLOCK_M), BLOCK_M)
+        offs_bn = tl.max_contiguous(tl.multiple_of(tl.where(offs_bn < N, offs_bn, 0), BLOCK_N), BLOCK_N)
+        offs_k = tl.arange(0, BLOCK_K)
+        for ki in tl.range(0, k_tiles):
+            k = ki * BLOCK_K + offs_k
+            a_tile = tl.load(a + offs_am[:, None] * stride_am + k[None, :] * stride_ak, mask=k[None, :] < K, other=0.0)
+            b_tile = tl.load(b + k[:, None] * stride_bk + offs_bn[None, :] * stride_bn, mask=k[:, None] < K, other=0.0)
+            acc = tl.dot(a_tile, b_tile, acc)
+    return acc
+
+
+@triton.jit
+def _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr):
+    if TMA:
+        c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c.dtype))
+    else:
+        offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+        offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+        mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+        tl.store(c + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c.dtype.element_ty), mask=mask)
+
+
+@triton.jit
+def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
+                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                  TMA: tl.constexpr, PERSISTENT: tl.constexpr):
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    if PERSISTENT:
+        num_tiles = num_pid_m * num_pid_n
+        for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+            pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
+            acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                                   BLOCK_M, BLOCK_N, BLOCK_K, TMA)
+            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+    else:
+        pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
+        acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                               BLOCK_M, BLOCK_N, BLOCK_K, TMA)
+        _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+
+
+# LLM GEMMs (tokens x hidden -> projections) for a few model widths
+_HIDDEN = (2048, 4096, 5120, 8192)
+_TOKENS = (256, 512, 1024, 2048, 4096, 8192, 16384)
+_DECODE_M = (1, 8, 16, 32, 64, 128)
+
+
+class Matmul(KernelFamily):
+    name = "matmul"
+    dims = ("M", "N", "K")
+    knobs = (
+        Knob("BLOCK_M", (64, 128, 256)),
+        Knob("BLOCK_N", (64, 128, 256)),
+        Knob("BLOCK_K", (32, 64, 128)),
+        Knob("GROUP_M", (1, 8)),
+        Knob("TMA", (0, 1)),
+        Knob("PERSISTENT", (0, 1)),
+        Knob("num_warps", (4, 8)),
+        Knob("num_stages", (2, 3, 4, 5)),
+    )
+
+    def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
+        out = []
+        for _ in range(n):
+            kind = rng.choice(["llm", "decode", "square", "odd"], p=[0.4, 0.2, 0.15, 0.25])
+            h = int(rng.choice(_HIDDEN))
+            if kind == "llm":
+                m = int(rng.choice(_TOKENS))
+                n_, k = (h, int(h * rng.choice([1, 3, 4]) // 1)) if rng.random() < 0.5 else (int(h * rng.choice([1, 3, 4])), h)
+            elif kind == "decode":
+                m, n_, k = int(rng.choice(_DECODE_M)), int(h * rng.choice([1, 3])), h
+            elif kind == "square":
+                m = n_ = k = int(rng.choice([512, 1024, 2048, 3072, 4096, 6144, 8192]))
+            else:  # odd sizes: not multiples of 16, unaligned for TMA in some dims
+                m = int(rng.integers(17, 6000))
+                n_ = int(rng.choice([int(rng.integers(17, 6000)), h]))
+                k = int(rng.choice([int(rng.integers(17, 6000)) // 8 * 8 + 8, h, int(rng.integers(17, 6000))]))
+            out.append({"M": m, "N": n_, "K": k})
+        return out
+
+    def smem_bytes(self, dtype: str, config: Config) -> int:
+        e = DTYPE_BYTES[dtype]
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        epilogue = bm * bn * e if config["TMA"] else 0
+        return config["num_stages"] * (bm * bk + bk * bn) * e + epilogue
+
+    def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
+        e = DTYPE_BYTES[dtype]
+        if self.smem_bytes(dtype, config) > hw.smem_per_block:
+            return False
+        # fp32 accumulator registers per thread; over 128 the kernel spills
+        if config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"]) > 128:
+            return False
+        # TMA needs 16-byte aligned row strides
+        if config["TMA"] and ((problem["K"] * e) % 16 or (problem["N"] * e) % 16):
+            return False
+        return True
+
+    def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
+        # Triton tutorial 03's first config: what users copy
+        return {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 0, "PERSISTENT": 0,
+                "num_warps": 8, "num_stages": 3}
+
+    def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
+        import torch
+
+        g = rand_generator(device, seed)
+        t = torch_dtype(dtype)
+        a = torch.randn(problem["M"], problem["K"], device=device, generator=g).to(t)
+        b = torch.randn(problem["K"], problem["N"], device=device, generator=g).to(t)
+        return a, b
+
+    def make_output(self, problem: Problem, dtype: str, device: str):
+        import torch
+
+        return torch.empty(problem["M"], problem["N"], device=device, dtype=torch_dtype(dtype))
+
+    def reference(self, problem: Problem, inputs: tuple):
+        a, b = inputs
+        return (a.float() @ b.float()) if a.device.type == "cpu" else (a @ b).float()
+
+    def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
+        a, b = inputs
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
+        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
+        programs = min(tiles, hw.sm_count) if config["PERSISTENT"] else tiles
+        if config["TMA"]:
+            from triton.tools.tensor_descriptor import TensorDescriptor
+
+            args = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
+                    TensorDescriptor.from_tensor(out, [bm, bn]))
+        else:
+            args = (a, b, out)
+        args += (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), programs)
+        kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], TMA=config["TMA"],
+                      PERSISTENT=config["PERSISTENT"], num_warps=config["num_warps"], num_stages=config["num_stages"])
+        return launch(matmul_kernel, (programs,), args, kwargs, warmup)
+
+    def flops(self, problem: Problem) -> float:
+        return 2.0 * problem["M"] * problem["N"] * problem["K"]
+
+    def min_bytes(self, problem: Problem, dtype: str) -> float:
+        M, N, K = problem["M"], problem["N"], problem["K"]
+        return float(DTYPE_BYTES[dtype] * (M * K + K * N + M * N))

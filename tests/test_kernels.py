@@ -1,0 +1,102 @@
+"""Every family's kernel matches its torch reference under TRITON_INTERPRET=1 on tiny shapes."""
+
+import numpy as np
+import pytest
+import torch
+
+from costmodel import space
+from costmodel.errors import CostModelError
+from costmodel.hardware import KNOWN
+from costmodel.kernels import family_names, get_family
+
+HW = KNOWN["nvidia-h200"]
+
+# tiny shapes the interpreter runs in well under a second, odd sizes included
+TINY = {
+    "matmul": [{"M": 40, "N": 48, "K": 72}, {"M": 1, "N": 64, "K": 64}],
+    "attention": [{"B": 1, "H": 2, "S": 80, "D": 64, "CAUSAL": 0}, {"B": 1, "H": 1, "S": 72, "D": 64, "CAUSAL": 1}],
+    "softmax": [{"M": 5, "N": 200}, {"M": 3, "N": 1000}],
+    "layernorm": [{"M": 5, "N": 200}, {"M": 3, "N": 1000}],
+    "rmsnorm": [{"M": 5, "N": 200}, {"M": 3, "N": 1000}],
+}
+
+# Triton 3.6's interpreter computes tl.dot on bfloat16 wrongly (it multiplies the raw bits), so bf16 is
+# checked for dot-based families on the GPU only (tests/test_kernels_gpu.py).
+DOT_FAMILIES = {"matmul", "attention"}
+
+
+def cases():
+    for name in family_names():
+        fam = get_family(name)
+        for dtype in fam.dtypes:
+            if dtype == "bfloat16" and name in DOT_FAMILIES:
+                continue
+            for problem in TINY[name]:
+                yield pytest.param(name, dtype, problem, id=f"{name}-{dtype}-" + "x".join(map(str, problem.values())))
+
+
+def run(fam, problem, dtype, config):
+    inputs = fam.make_inputs(problem, dtype, "cpu", seed=1)
+    out = fam.make_output(problem, dtype, "cpu")
+    out.fill_(float("nan"))
+    fam.launch(problem, inputs, out, config, HW)
+    ref = fam.reference(problem, inputs)
+    assert not torch.isnan(out).any(), "output has unwritten (NaN-poisoned) elements"
+    return ((out.float() - ref).norm() / ref.norm()).item()
+
+
+@pytest.mark.parametrize("name,dtype,problem", list(cases()))
+def test_family_matches_reference(name, dtype, problem):
+    fam = get_family(name)
+    problem = fam.check_problem(problem)
+    rng = np.random.default_rng(0)
+    configs = [fam.default_config(problem, dtype, HW)] + space.sample(fam, problem, dtype, HW, 3, rng)
+    for config in configs:
+        assert fam.is_valid(problem, dtype, config, HW)
+        err = run(fam, problem, dtype, config)
+        assert err < fam.tolerance[dtype], f"{config}: rel err {err}"
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_space_respects_constraints(name):
+    fam = get_family(name)
+    problem = fam.problems(np.random.default_rng(3), 1)[0]
+    dtype = fam.dtypes[0]
+    valid = space.enumerate_valid(fam, problem, dtype, HW)
+    assert valid, "no valid config"
+    assert all(fam.is_valid(problem, dtype, c, HW) for c in valid)
+    n_all = sum(1 for _ in fam.all_configs())
+    invalid = [c for c in fam.all_configs() if not fam.is_valid(problem, dtype, c, HW)]
+    assert len(valid) + len(invalid) == n_all
+    sample = space.sample(fam, problem, dtype, HW, 20, np.random.default_rng(1))
+    assert sample[0] == fam.default_config(problem, dtype, HW)
+    assert all(c in valid for c in sample)
+    assert len({tuple(sorted(c.items())) for c in sample}) == len(sample), "sample has duplicates"
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_problem_generator_is_valid_and_varied(name):
+    fam = get_family(name)
+    problems = fam.problems(np.random.default_rng(7), 200)
+    for p in problems:
+        assert fam.check_problem(p) == p
+    assert len({tuple(p.values()) for p in problems}) > 50, "generator repeats itself"
+    assert any(any(v % 16 for k, v in p.items() if k in ("M", "N", "K", "S")) for p in problems), "no odd sizes"
+
+
+def test_bad_input_errors():
+    with pytest.raises(CostModelError, match="unknown kernel family"):
+        get_family("conv9d")
+    fam = get_family("matmul")
+    with pytest.raises(CostModelError, match="missing K"):
+        fam.check_problem({"M": 4, "N": 4})
+    with pytest.raises(CostModelError, match="must be an integer"):
+        fam.check_problem({"M": 4, "N": -4, "K": 8})
+    with pytest.raises(CostModelError, match="does not support dtype"):
+        fam.check_dtype("float64")
+    p = fam.check_problem({"M": 64, "N": 64, "K": 64})
+    bad = dict(fam.default_config(p, "float16", HW), BLOCK_M=256, BLOCK_N=256, num_warps=4)
+    with pytest.raises(CostModelError, match="invalid"):
+        fam.check_config(p, "float16", bad, HW)
+    with pytest.raises(CostModelError, match="not in"):
+        fam.check_config(p, "float16", dict(bad, BLOCK_M=3), HW)
