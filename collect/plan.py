@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -29,7 +30,7 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
     family default plus configs drawn from a seeded pool per (family, dtype): drawing from a pool rather than the
     whole space lets one compiled binary serve many shapes, which is what makes collection fast."""
     rng = np.random.default_rng(seed)
-    plan: list[GroupPlan] = []
+    per_family_plans: list[list[GroupPlan]] = []
     per_family = [n_groups // len(families) + (i < n_groups % len(families)) for i in range(len(families))]
     for name, n in zip(families, per_family):
         fam = get_family(name)
@@ -39,6 +40,7 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         all_configs = list(fam.all_configs())
         pools = {d: [all_configs[i] for i in rng.permutation(len(all_configs))[:pool_size]] for d in kinds}
         n_exhaustive = max(1, math.ceil(exhaustive_share * n)) if exhaustive_share > 0 else 0
+        plan: list[GroupPlan] = []
         seen: set[tuple] = set()
         for problem in fam.problems(rng, n * 4):
             dtype = kinds[len(seen) % len(kinds)]
@@ -60,4 +62,6 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
             plan.append(GroupPlan(name, problem, dtype, tuple(configs), exhaustive))
             if len(seen) == n:
                 break
-    return plan
+        per_family_plans.append(plan)
+    # interleave families (and their exhaustive groups) so a run cut short still covers every family
+    return [g for row in itertools.zip_longest(*per_family_plans) for g in row if g is not None]

@@ -41,9 +41,11 @@ def new_run_id() -> str:
 
 
 def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: HardwareRecord, *, run_id: str,
-             resume: bool = False, seed: int = 0, console: Console | None = None, flush_rows: int = 2000) -> dict:
+             resume: bool = False, seed: int = 0, console: Console | None = None, flush_rows: int = 2000,
+             time_budget_s: float | None = None) -> dict:
     """Measure every (group, config) of ``plan`` not already in ``out`` (with ``resume``); returns the run
-    summary, also written as ``<out>/_manifests/<run_id>.json`` (pyarrow skips ``_`` folders)."""
+    summary, also written as ``<out>/_manifests/<run_id>.json`` (pyarrow skips ``_`` folders). With
+    ``time_budget_s`` no group starts after that many seconds (state "budget"; --resume carries on later)."""
     console = console or Console(stderr=True)
     software = software_versions()
     fams = {g.family: get_family(g.family) for g in plan}
@@ -69,6 +71,9 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
         with progress:
             task = progress.add_task("collect", total=total, ok=0, failed=0, rate=0.0, best="")
             for g, gid, todo in work:
+                if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+                    state = "budget"
+                    break
                 progress.update(task, description=f"{g.family} {g.dtype} {dataset.canonical_json(g.problem)}")
                 ms = bench.measure(g.family, g.problem, g.dtype, todo)
                 ts = datetime.now(timezone.utc)

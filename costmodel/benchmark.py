@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import multiprocessing as mp
 import os
@@ -138,7 +139,14 @@ class CompilePool:
 
 # --- the isolated timing worker -----------------------------------------------------------------------
 
-def _time(fn, device: str, budget_ms: float, min_reps: int, max_reps: int) -> tuple[list[float], int]:
+@functools.cache
+def _flush_buffer(device: str):
+    import torch
+
+    return torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
+
+
+def time_callable(fn, device: str, budget_ms: float, min_reps: int, max_reps: int) -> tuple[list[float], int]:
     """Per-repeat times in ms, L2 flushed before each repeat."""
     if device == "cpu":  # interpreter: one run, the time means nothing
         t0 = time.perf_counter()
@@ -146,8 +154,7 @@ def _time(fn, device: str, budget_ms: float, min_reps: int, max_reps: int) -> tu
         return [(time.perf_counter() - t0) * 1e3], 1
     import torch
 
-    flush = _time.flush if hasattr(_time, "flush") else torch.empty(L2_FLUSH_BYTES, dtype=torch.int8, device=device)
-    _time.flush = flush
+    flush = _flush_buffer(device)
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
     flush.zero_()
     start.record()
@@ -188,7 +195,7 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
     if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
         return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
                            compile_s=first_s, **regs)
-    times, reps = _time(lambda: fam.launch(problem, inputs, out, config, hw), device, **timing)
+    times, reps = time_callable(lambda: fam.launch(problem, inputs, out, config, hw), device, **timing)
     return Measurement(config, "ok", latency_ms=_quantile(times, 0.5), p20_ms=_quantile(times, 0.2),
                        p80_ms=_quantile(times, 0.8), min_ms=min(times), reps=reps, rel_err=rel_err,
                        compile_s=first_s, **regs)
@@ -231,9 +238,9 @@ class IsolatedBenchmarker:
     device: str = "cuda"
     compile_workers: int = 0  # 0: one per core but two; none when interpreting
     timeout_s: float = 30.0
-    budget_ms: float = 10.0
+    budget_ms: float = 5.0  # kernel time to spend per config: reps = budget / one run, within [min, max]
     min_reps: int = 5
-    max_reps: int = 100
+    max_reps: int = 40
     seed: int = 0
     restarts: int = field(default=0, init=False)
 

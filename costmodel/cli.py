@@ -91,9 +91,11 @@ def kernels(as_json: bool) -> None:
 @click.option("--seed", default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="skip (group, config) pairs already in --out")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
+@click.option("--time-budget", default=None, type=float, help="start no group after this many seconds")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, timeout, as_json):
+def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, timeout, time_budget,
+            as_json):
     """Benchmark sampled configs of many problems on this GPU into the Parquet dataset."""
     from collect.plan import make_plan
     from collect.runner import new_run_id, run_plan
@@ -111,7 +113,8 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     plan = make_plan(names, groups, configs_per_group, dtypes.split(",") if dtypes else None, seed, hw,
                      exhaustive_share)
     with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed) as bench:
-        summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console)
+        summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
+                           time_budget_s=time_budget)
     summary.pop("plan")
     table = Table("run", "groups", "measured", "ok", "failed", "ok/s", "wall s")
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),

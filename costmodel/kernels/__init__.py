@@ -19,12 +19,19 @@ def family_names() -> list[str]:
 
 
 def get_family(name: str) -> KernelFamily:
-    if name not in _MODULES:
-        raise CostModelError(f"unknown kernel family {name!r}; known: {', '.join(_MODULES)}")
+    """A registered family by name, or a user's own as "package.module:ClassName"."""
     import importlib
 
-    module, cls = _MODULES[name]
-    return getattr(importlib.import_module(module), cls)()
+    if ":" in name:
+        module, cls = name.split(":", 1)
+    elif name in _MODULES:
+        module, cls = _MODULES[name]
+    else:
+        raise CostModelError(f"unknown kernel family {name!r}; known: {', '.join(_MODULES)}")
+    try:
+        return getattr(importlib.import_module(module), cls)()
+    except (ImportError, AttributeError) as e:
+        raise CostModelError(f"cannot load kernel family {name!r}: {e}") from None
 
 
 __all__ = ["Config", "KernelFamily", "Knob", "Problem", "family_names", "get_family"]

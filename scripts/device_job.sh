@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
+# results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar.
+#   bash scripts/device_job.sh "tests bench collect" [collect args...]
+set -uo pipefail
+export PYTHONUNBUFFERED=1
+steps=$1; shift
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+  && export PYTHONPATH=/tmp/site:$PWD || exit 1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $OUT/gpu.txt
+for step in $steps; do
+  echo "=== $step $(date +%T)"
+  case $step in
+    tests) COSTMODEL_TEST_GPU=1 timeout 240 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests 2>&1 | tail -25 ;;
+    bench) timeout 300 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40 ;;
+    collect) timeout 560 python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
+             echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
+             (cd /tmp && tar cf $OUT/data.tar data) ;;
+    repeat) timeout 200 python3 scripts/bench_repeat.py --data data --out $OUT/repeat.json 2>&1 | tail -3 ;;
+  esac
+done
+echo "=== end $(date +%T)"

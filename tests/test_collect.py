@@ -1,0 +1,130 @@
+"""Collector: reproducible plans, failures recorded without stopping the run, atomic shards, resume."""
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from collect.plan import GroupPlan, make_plan
+from collect.runner import new_run_id, run_plan
+from costmodel import dataset, space
+from costmodel.benchmark import IsolatedBenchmarker
+from costmodel.errors import CostModelError
+from costmodel.hardware import KNOWN
+from costmodel.kernels import get_family
+
+HW = KNOWN["nvidia-h200"]
+FAULTY = "faulty_family:Faulty"
+
+
+def test_plan_is_reproducible_and_covers_the_space():
+    a = make_plan(["matmul", "softmax", "attention"], 30, 25, None, seed=1, hw=HW, exhaustive_share=0.1)
+    b = make_plan(["matmul", "softmax", "attention"], 30, 25, None, seed=1, hw=HW, exhaustive_share=0.1)
+    c = make_plan(["matmul", "softmax", "attention"], 30, 25, None, seed=2, hw=HW, exhaustive_share=0.1)
+    assert a == b and a != c
+    assert len(a) == 30
+    assert {g.family for g in a[:3]} == {"matmul", "softmax", "attention"}, "families not interleaved"
+    assert sum(g.exhaustive for g in a) >= 3
+    assert {g.dtype for g in a} == {"float16", "bfloat16"}
+    for g in a:
+        fam = get_family(g.family)
+        valid = space.enumerate_valid(fam, g.problem, g.dtype, HW)
+        if g.exhaustive:
+            assert list(g.configs) == valid
+        else:
+            assert g.configs[0] == fam.default_config(g.problem, g.dtype, HW)
+            assert len(g.configs) <= 25 and all(c in valid for c in g.configs)
+            assert len({space.config_key(c) for c in g.configs}) == len(g.configs)
+
+
+def test_failures_are_recorded_and_the_run_goes_on():
+    configs = [{"BLOCK": 16, "FAULT": f} for f in (0, 1, 2)] + [{"BLOCK": 32, "FAULT": 0}] + \
+              [{"BLOCK": 16, "FAULT": f} for f in (3, 4)] + [{"BLOCK": 32, "FAULT": 5}]
+    with IsolatedBenchmarker(HW, device="cpu", timeout_s=3) as bench:
+        ms = bench.measure(FAULTY, {"N": 50}, "float32", configs)
+        assert bench.restarts == 2  # one death, one hang
+    assert [m.status for m in ms] == ["ok", "runtime_error", "runtime_error", "ok", "timeout", "wrong_result", "ok"]
+    assert "injected" in ms[1].error
+    assert ms[5].rel_err == pytest.approx(0.5, rel=1e-3)
+    assert all(m.latency_ms is not None for m in ms if m.ok)
+
+
+def test_interpreter_collect_end_to_end(tmp_path):
+    hw, rng = HW, np.random.default_rng(0)
+    plan = []
+    for family, problem, dtype in [("matmul", {"M": 40, "N": 48, "K": 72}, "float16"),
+                                   ("softmax", {"M": 5, "N": 200}, "bfloat16")]:
+        fam = get_family(family)
+        plan.append(GroupPlan(family, problem, dtype, tuple(space.sample(fam, problem, dtype, hw, 3, rng)), False))
+    with IsolatedBenchmarker(hw, device="cpu") as bench:
+        summary = run_plan(plan, tmp_path, bench, hw, run_id="r1")
+    assert summary["counts"]["ok"] == 6 and summary["measured"] == 6
+    manifest = json.loads((tmp_path / "_manifests" / "r1.json").read_text())
+    assert manifest["counts"]["ok"] == 6 and len(manifest["plan"]) == 2
+    t = dataset.read(tmp_path)
+    assert t.schema.equals(dataset.SCHEMA, check_metadata=False)
+    assert t.num_rows == 6 and set(t["kernel"].to_pylist()) == {"matmul", "softmax"}
+    assert set(t["gpu"].to_pylist()) == {"nvidia-h200"}
+    sm = dataset.read(tmp_path, filter=pc.field("kernel") == "softmax")
+    assert sm.num_rows == 3 and sm["dim_N"].to_pylist() == [200] * 3 and sm["dim_K"].null_count == 3
+    assert json.loads(sm["config_json"][0].as_py()) == get_family("softmax").default_config({"M": 5, "N": 200}, "bfloat16", hw)
+
+
+_KILLABLE = """
+import sys
+from collect.plan import GroupPlan
+from collect.runner import run_plan
+from costmodel.benchmark import IsolatedBenchmarker
+from costmodel.hardware import KNOWN
+if __name__ == "__main__":
+    hw = KNOWN["nvidia-h200"]
+    plan = [GroupPlan("faulty_family:Faulty", {"N": n}, "float32",
+                      tuple({"BLOCK": b, "FAULT": 5} for b in (16, 32)), False) for n in range(10, 30)]
+    with IsolatedBenchmarker(hw, device="cpu") as bench:
+        run_plan(plan, sys.argv[1], bench, hw, run_id=sys.argv[2], resume=True, flush_rows=4)
+"""
+
+
+def test_kill_between_flushes_loses_only_the_shard_in_flight_and_resume_fills_the_rest(tmp_path):
+    script = tmp_path / "killable.py"
+    script.write_text(_KILLABLE)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{Path(__file__).parent}:{Path(__file__).parent.parent}"}
+    out = tmp_path / "data"
+    proc = subprocess.Popen([sys.executable, str(script), str(out), "first"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and len(list(out.glob("gpu=*/kernel=*/part-*.parquet"))) < 2:
+        time.sleep(0.05)
+    import os
+
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    first = dataset.read(out)
+    assert 0 < first.num_rows < 40 and first.num_rows % 4 == 0, "only whole flushed shards survive"
+    subprocess.run([sys.executable, str(script), str(out), "second"], env=env, check=True, capture_output=True)
+    t = dataset.read(out)
+    pairs = list(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))
+    assert len(pairs) == 40 and len(set(pairs)) == 40, "resume must measure nothing twice and leave nothing out"
+    assert set(t["run_id"].to_pylist()) == {"first", "second"}
+
+
+def test_corrupt_or_foreign_parquet_is_a_clear_error(tmp_path):
+    part = tmp_path / "gpu=nvidia-h200" / "kernel=matmul"
+    part.mkdir(parents=True)
+    pq.write_table(pa.table({"a": [1, 2]}), part / "part-foreign.parquet")
+    with pytest.raises(CostModelError, match="not a costmodel shard"):
+        dataset.read(tmp_path)
+    (part / "part-foreign.parquet").unlink()
+    (part / "part-bad.parquet").write_bytes(b"PAR1 this is not parquet")
+    with pytest.raises(CostModelError, match="corrupt Parquet shard"):
+        dataset.read(tmp_path)
+    with pytest.raises(CostModelError, match="no dataset"):
+        dataset.read(tmp_path / "missing")
