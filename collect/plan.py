@@ -51,7 +51,9 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
             if not valid:
                 continue
             seen.add(key)
-            exhaustive = len(seen) <= n_exhaustive
+            # spread over the run, so a run cut short still has ground-truth groups of every family
+            exhaustive = n_exhaustive > 0 and (len(seen) - 1) % max(1, n // n_exhaustive) == 0 \
+                and (len(seen) - 1) // max(1, n // n_exhaustive) < n_exhaustive
             if exhaustive:
                 configs = valid
             else:

@@ -122,5 +122,145 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     _emit(summary, as_json, table)
 
 
+
+def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
+    from rich import box
+
+    table = Table(*header, title=title, box=box.SIMPLE, collapse_padding=True, pad_edge=False)
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
+def _report_tables(summary: dict, title: str) -> tuple[Table, Table]:
+    """Model vs baselines at each k, and the headline figures per kernel family."""
+    from costmodel import evaluation as e
+
+    per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
+    per_kernel.caption = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
+                          f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}")
+    return _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines"), per_kernel
+
+
+@main.command()
+@click.option("--data", default="data", show_default=True, type=click.Path(), help="dataset root")
+@click.option("--gpu", default=None, help="GPU slug to train for (default: the only GPU in --data)")
+@click.option("--out", default=None, type=click.Path(), help="model directory (default: costmodel/models/<gpu>)")
+@click.option("--track/--no-track", default=True, show_default=True,
+              help="log the run and register the model in MLflow (MLFLOW_TRACKING_URI, else MLflow's default store)")
+@click.option("--extra-splits/--no-extra-splits", default=True, show_default=True,
+              help="also evaluate fresh models on the dissimilar and leave-one-family-out splits (model card)")
+@click.option("--trees", default=None, type=int, help="at most this many trees (default 400; early stopping cuts)")
+@click.option("--seed", default=0, show_default=True, help="seed of the held-out split and of training")
+@click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
+@handle_errors
+def train(data, gpu, out, track, extra_splits, trees, seed, as_json):
+    """Train the ranking model for one GPU; write model.ubj, meta.json and MODEL_CARD.md."""
+    import dataclasses
+    import time
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from costmodel import evaluation, model
+
+    if track and find_spec("mlflow") is None:
+        raise CostModelError("mlflow is not installed: pip install 'costmodel[track]', or pass --no-track")
+    t0 = time.perf_counter()
+    table, gpu = model.training_table(data, gpu)
+    params = model.TrainParams(seed=seed)
+    if trees is not None:
+        params = dataclasses.replace(params, n_estimators=trees)
+    booster, meta, evals = evaluation.train_model(table, gpu, params, seed,
+                                                  dataclasses.replace(model.FAST, seed=seed) if extra_splits else None)
+    out_dir = model.save(out or model.MODELS_DIR / gpu, booster, meta, evaluation.model_card(meta, evals))
+    result = {"gpu": gpu, "out": str(out_dir), "data_hash": meta["data"]["hash"], "rows": meta["data"]["rows"],
+              "groups": meta["data"]["groups"], "trees": meta["trees"], "heldout": meta["metrics"],
+              **meta["extra_splits"]}
+    if track:
+        from costmodel import tracking
+
+        result["tracking"] = tracking.log_training(Path(out_dir), booster, meta, evals, table, Path(data))
+    result["wall_s"] = round(time.perf_counter() - t0, 2)
+    overall, per_kernel = _report_tables(meta["metrics"], f"held-out groups ({gpu})")
+    if not as_json:
+        err_console.print(per_kernel)
+        err_console.print(f"model written to {out_dir} ({meta['trees']} trees, data {meta['data']['hash']})")
+    _emit(result, as_json, overall)
+
+
+@main.command()
+@click.option("--data", default="data", show_default=True, type=click.Path(), help="dataset root")
+@click.option("--model", "model_ref", default=None,
+              help="GPU slug of a shipped model or a model directory (default: the shipped model of the only GPU in --data)")
+@click.option("--split", "how", default="heldout", show_default=True, type=click.Choice(["heldout", "dissimilar", "family"]),
+              help="heldout: the model's own held-out groups; dissimilar/family: fresh models trained on the complement")
+@click.option("--plots", default=None, type=click.Path(), help="write PNG plots into this directory")
+@click.option("--seed", default=0, show_default=True, help="seed for the dissimilar/family models")
+@click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
+@handle_errors
+def evaluate(data, model_ref, how, plots, seed, as_json):
+    """Measure a model on groups it never saw, beside random-k, default-config and nearest-shape baselines."""
+    import dataclasses
+    from pathlib import Path
+
+    from costmodel import evaluation, model
+
+    if model_ref is None:
+        table, gpu = model.training_table(data)
+        cm = model.load_shipped(gpu) if how == "heldout" else None
+    else:
+        cm = model.load(model_ref, gpu=None if Path(model_ref).is_dir() else model_ref)
+        table, gpu = model.training_table(data, cm.gpu)
+    if how == "heldout":
+        held = set(cm.meta["heldout"]["groups"])
+        ids = set(table["group_id"].to_pylist())
+        if not held & ids:
+            raise CostModelError(f"none of the model's {len(held)} held-out groups are in {data}")
+        ev = evaluation.evaluate(cm, model.select_groups(table, held & ids), model.select_groups(table, ids - held), how)
+    else:
+        ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed)
+    summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
+    if plots:
+        from costmodel.plots import write_plots
+
+        summary["plots"] = write_plots(ev, plots)
+    overall, per_kernel = _report_tables(summary, f"{how} split, {summary['groups']} groups")
+    if not as_json:
+        err_console.print(per_kernel)
+    _emit(summary, as_json, overall)
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
+@handle_errors
+def models(as_json):
+    """Shipped models (costmodel/models/) and models registered in MLflow (when a tracking store is set or
+    MLflow's default store exists here)."""
+    import os
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from costmodel import model
+
+    shipped = model.shipped()
+    registry: dict = {"registered": [], "note": None}
+    if find_spec("mlflow") is None:
+        registry["note"] = "mlflow is not installed"
+    elif not os.environ.get("MLFLOW_TRACKING_URI") and not Path("mlflow.db").exists():
+        registry["note"] = "no tracking store (set MLFLOW_TRACKING_URI, or run train with --track here)"
+    else:
+        from costmodel import tracking
+
+        registry["registered"] = tracking.registered_models()
+    table = Table("kind", "name / gpu", "detail", title="models")
+    for m in shipped:
+        table.add_row("shipped", str(m["gpu"]), m.get("error") or f"{m['path']}  top8 {m['top8_score']}  data {m['data_hash']}"
+                      + ("" if m["compatible"] else "  (other feature schema: retrain)"))
+    for r in registry["registered"]:
+        table.add_row("registered", r["name"], f"versions {r['versions']}  aliases {r['aliases']}")
+    if registry["note"]:
+        table.caption = registry["note"]
+    _emit({"shipped": shipped, **registry}, as_json, table)
+
 if __name__ == "__main__":
     main()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
 # results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar.
-#   bash scripts/device_job.sh "tests bench collect" [collect args...]
+#   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
+# (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=$1; shift
@@ -11,9 +12,10 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,
 for step in $steps; do
   echo "=== $step $(date +%T)"
   case $step in
-    tests) COSTMODEL_TEST_GPU=1 timeout 240 python3 -m pytest -q -x -p no:cacheprovider -m gpu tests 2>&1 | tail -25 ;;
-    bench) timeout 300 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40 ;;
-    collect) timeout 560 python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
+    tests) COSTMODEL_TEST_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_gpu.py 2>&1 | tail -25 ;;
+    bench) timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40 ;;
+    collect) left=$(( ${DEADLINE:-580} - SECONDS - 25 )); echo "collect may take ${left}s"
+             timeout $left python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
              echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
              (cd /tmp && tar cf $OUT/data.tar data) ;;
     repeat) timeout 200 python3 scripts/bench_repeat.py --data data --out $OUT/repeat.json 2>&1 | tail -3 ;;

@@ -25,3 +25,58 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+# --- fixtures of the model tests (test_model.py, test_tracking.py) ------------------------------------------
+
+def invoke_cli(*args: str) -> tuple[int, str, str]:
+    """Run the costmodel CLI in-process: (exit code, stdout, stderr)."""
+    from click.testing import CliRunner
+
+    from costmodel.cli import main
+
+    r = CliRunner().invoke(main, list(args))
+    if r.exception and not isinstance(r.exception, SystemExit):
+        raise r.exception
+    return r.exit_code, r.stdout, r.stderr
+
+
+@pytest.fixture(scope="session")
+def cli():
+    return invoke_cli
+
+
+MODEL_TEST_GROUPS_PER_FAMILY = 24  # enough groups to hold some out, few enough to train in seconds
+
+
+@pytest.fixture(scope="session")
+def slice_root(tmp_path_factory):
+    """A temporary dataset holding the real measurements of up to MODEL_TEST_GROUPS_PER_FAMILY groups per family
+    (exhaustively measured ones first) from data/ (or COSTMODEL_TEST_DATA), with the collector's manifests.
+    Skips while there are no measurements."""
+    import itertools
+    import shutil
+    from pathlib import Path
+
+    import pyarrow.compute as pc
+
+    from costmodel import dataset, evaluation, model
+    from costmodel.errors import CostModelError
+
+    data = Path(os.environ.get("COSTMODEL_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+    try:
+        table, _ = model.training_table(data)
+    except CostModelError as e:
+        pytest.skip(f"no measurements to train on under {data} yet ({e})")
+    info = evaluation.group_info(table).select(["group_id", "kernel", "exhaustive"]).to_pylist()
+    info.sort(key=lambda r: (r["kernel"], not r["exhaustive"], r["group_id"]))
+    picked = [r["group_id"] for _, rows in itertools.groupby(info, key=lambda r: r["kernel"])
+              for r in list(rows)[:MODEL_TEST_GROUPS_PER_FAMILY]]
+    full = dataset.read(data, filter=pc.field("group_id").isin(picked))
+    root = tmp_path_factory.mktemp("slice") / "data"
+    for gpu, kernel in sorted(set(zip(full["gpu"].to_pylist(), full["kernel"].to_pylist()))):
+        part = full.filter(pc.and_(pc.equal(full["gpu"], gpu), pc.equal(full["kernel"], kernel)))
+        dataset.write_shard(root, gpu, kernel, "slice", part.drop_columns(list(dataset.PARTITIONS)).to_pylist())
+    if (data / "_manifests").is_dir():
+        shutil.copytree(data / "_manifests", root / "_manifests")
+    return root

@@ -17,7 +17,8 @@ def layernorm_single(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr):
     v, cols, col_mask = load_chunk(x_rows, 0, N, 0.0, BLOCK_N, False, "")
     d = tl.where(col_mask, v - tl.sum(v, axis=1, keep_dims=True) / N, 0.0)
     rstd = tl.rsqrt(tl.sum(d * d, axis=1, keep_dims=True) / N + _EPS)
-    store_chunk(y_rows, cols, row_mask, col_mask, d * rstd * load_vector(w, cols, col_mask) + load_vector(b, cols, col_mask))
+    y = d * rstd * load_vector(w, cols, col_mask, row_mask) + load_vector(b, cols, col_mask, row_mask)
+    store_chunk(y_rows, cols, row_mask, col_mask, y)
 
 
 @triton.jit
@@ -38,7 +39,7 @@ def layernorm_looped(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr, S
     # ... then normalise, last chunk first
     for i in tl.range(0, tl.cdiv(N, BLOCK_N), num_stages=STAGES):
         v, cols, col_mask = load_chunk(x_rows, i, N, 0.0, BLOCK_N, True, "evict_first")
-        y = (v - mean) * rstd * load_vector(w, cols, col_mask) + load_vector(b, cols, col_mask)
+        y = (v - mean) * rstd * load_vector(w, cols, col_mask, row_mask) + load_vector(b, cols, col_mask, row_mask)
         store_chunk(y_rows, cols, row_mask, col_mask, y)
 
 
@@ -46,6 +47,7 @@ class LayerNorm(RowwiseFamily):
     name = "layernorm"
     passes = (layernorm_single, layernorm_looped)
     vectors = 2
+    looped_accumulators = 2  # sums of x and x^2
     flops_per_element = 8  # sum, subtract, square, sum, scale, weight, bias (+ the reductions)
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:

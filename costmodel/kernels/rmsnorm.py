@@ -16,7 +16,7 @@ _EPS = tl.constexpr(EPS)
 def rmsnorm_single(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr):
     v, cols, col_mask = load_chunk(x_rows, 0, N, 0.0, BLOCK_N, False, "")
     rstd = tl.rsqrt(tl.sum(v * v, axis=1, keep_dims=True) / N + _EPS)
-    store_chunk(y_rows, cols, row_mask, col_mask, v * rstd * load_vector(w, cols, col_mask))
+    store_chunk(y_rows, cols, row_mask, col_mask, v * rstd * load_vector(w, cols, col_mask, row_mask))
 
 
 @triton.jit
@@ -30,13 +30,14 @@ def rmsnorm_looped(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr, STA
     # ... then normalise, last chunk first
     for i in tl.range(0, tl.cdiv(N, BLOCK_N), num_stages=STAGES):
         v, cols, col_mask = load_chunk(x_rows, i, N, 0.0, BLOCK_N, True, "evict_first")
-        store_chunk(y_rows, cols, row_mask, col_mask, v * rstd * load_vector(w, cols, col_mask))
+        store_chunk(y_rows, cols, row_mask, col_mask, v * rstd * load_vector(w, cols, col_mask, row_mask))
 
 
 class RMSNorm(RowwiseFamily):
     name = "rmsnorm"
     passes = (rmsnorm_single, rmsnorm_looped)
     vectors = 1
+    looped_accumulators = 1  # sum of x^2
     flops_per_element = 5  # square, sum, scale, weight (+ the reduction)
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:

@@ -20,6 +20,7 @@ import numpy as np
 import triton
 import triton.language as tl
 
+from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, torch_dtype
 
@@ -62,9 +63,11 @@ def load_chunk(x_rows, i, N, other, BLOCK_N: tl.constexpr, REVERSE: tl.constexpr
 
 
 @triton.jit
-def load_vector(w, cols, col_mask):
-    """A length-N parameter vector's chunk as [1, BLOCK_N] float32."""
-    return tl.load(w + cols, mask=col_mask, other=0.0).to(tl.float32)
+def load_vector(w, cols, col_mask, row_mask):
+    """A length-N parameter vector's chunk in float32, loaded as [ROWS, BLOCK_N] (rows repeat, from L1): a
+    [1, BLOCK_N] load gets a layout of its own and Triton would convert the whole tile through shared memory."""
+    shape: tl.constexpr = (row_mask.shape[0], cols.shape[1])
+    return tl.load(tl.broadcast_to(w + cols, shape), mask=tl.broadcast_to(col_mask, shape), other=0.0).to(tl.float32)
 
 
 @triton.jit
@@ -112,12 +115,12 @@ _MAX_ELEMENTS = 1 << 28
 
 class RowwiseFamily(KernelFamily):
     """A row-wise reduction over the last dim of an M x N matrix; subclasses set name, ``passes`` (the single
-    and looped row passes), ``vectors`` (length-N parameters: weight, bias), ``flops_per_element`` and
-    ``long_rows`` (extra row lengths the generator draws, e.g. vocab sizes)."""
+    and looped row passes), ``vectors`` (length-N parameters: weight, bias), ``looped_accumulators``,
+    ``flops_per_element`` and ``long_rows`` (extra row lengths the generator draws, e.g. vocab sizes)."""
 
     dims = ("M", "N")
     knobs = (
-        Knob("BLOCK_N", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)),
+        Knob("BLOCK_N", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)),  # 64K would spill at any width
         Knob("ROWS", (1, 2, 4, 8, 16)),
         Knob("PERSISTENT", (0, 1)),
         Knob("num_warps", (1, 2, 4, 8, 16, 32)),
@@ -127,13 +130,13 @@ class RowwiseFamily(KernelFamily):
     vectors: ClassVar[int] = 0
     flops_per_element: ClassVar[int]
     long_rows: ClassVar[tuple[int, ...]] = ()
+    looped_accumulators: ClassVar[int] = 0  # float32 values the looped pass keeps per row value
 
-    # register budget: float32 row values per thread; the looped pass also keeps accumulators per value
-    MAX_PER_THREAD_SINGLE = 64
-    MAX_PER_THREAD_LOOPED = 32
-    MIN_PER_THREAD_SINGLE = 2  # below it threads would hold copies of the same elements
-    MIN_PER_THREAD_LOOPED = 8
-    MAX_CHUNKS = 8  # a looped row takes at most this many chunks
+    MIN_PER_THREAD = 2  # row values per thread; below it threads would hold copies of the same elements
+    MIN_PER_THREAD_LOOPED = 8  # a chunk of fewer than 8 values per thread gives short, latency-bound loops
+    MAX_PER_THREAD = 64
+    MAX_CHUNKS = 8  # a looped row takes at most this many chunks, or as many as 8192-element chunks take
+    MAX_N = 1 << 20
 
     @cached_property
     def source_hash(self) -> str:
@@ -163,6 +166,10 @@ class RowwiseFamily(KernelFamily):
             out.append({"M": max(1, min(m, _MAX_ELEMENTS // n_)), "N": n_})
         return out
 
+    def check_problem_extra(self, problem: Problem) -> None:
+        if problem["N"] > self.MAX_N:
+            raise CostModelError(f"{self.name}: rows of N={problem['N']} are longer than the {self.MAX_N} supported")
+
     # --- config space ---------------------------------------------------------------------------------
     @staticmethod
     def single_block(N: int) -> int:
@@ -173,18 +180,33 @@ class RowwiseFamily(KernelFamily):
     def per_thread(config: Config) -> float:
         return config["ROWS"] * config["BLOCK_N"] / (32 * config["num_warps"])
 
+    def registers(self, problem: Problem, dtype: str, config: Config) -> int:
+        """Estimated registers per thread: the float32 row values (plus the looped pass's accumulators), doubled
+        where rows are too unaligned for 8-byte vector loads (one address per element). Fitted to ptxas -v on
+        sm_90 for all three families; under the cap (65536 / threads, at most 255) nothing spills much."""
+        looped = config["BLOCK_N"] < problem["N"]
+        narrow = align_of(problem["N"]) * DTYPE_BYTES[dtype] < 8
+        values = self.per_thread(config) * (1 + (self.looped_accumulators if looped else 0)) * (2 if narrow else 1)
+        return int(16 + values)
+
+    @staticmethod
+    def register_cap(config: Config) -> int:
+        return min(255, 65536 // (32 * config["num_warps"]))
+
     def smem_bytes(self, problem: Problem, dtype: str, config: Config) -> int:
         """Buffers of pipelined loads (num_stages - 1 chunks of the rows and of each parameter vector, what Triton
-        allocates) plus the cross-warp reduction scratch."""
-        bn, rows = config["BLOCK_N"], config["ROWS"]
+        allocates), the cross-warp reduction scratch and, for the norms on rows not 16-byte aligned, the output
+        tile's layout conversion (its loads and the aligned parameter loads get different layouts)."""
+        bn, rows, e = config["BLOCK_N"], config["ROWS"], DTYPE_BYTES[dtype]
         scratch = 2 * 4 * rows * config["num_warps"]
-        return (config["num_stages"] - 1) * (rows + self.vectors) * bn * DTYPE_BYTES[dtype] + scratch
+        convert = rows * bn * 4 if self.vectors and align_of(problem["N"]) * e < 16 else 0
+        return (config["num_stages"] - 1) * (rows + self.vectors) * bn * e + scratch + convert
 
     def resident(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> int:
         """Programs one SM holds at once (warp slots, estimated registers, shared memory): a persistent grid
         is this many per SM."""
         threads = 32 * config["num_warps"]
-        regs = min(255, 32 + int(1.5 * self.per_thread(config)))
+        regs = -(-min(self.registers(problem, dtype, config), self.register_cap(config)) // 8) * 8
         fits = [32, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
                 hw.smem_per_sm // max(1, self.smem_bytes(problem, dtype, config))]
         return max(1, min(fits))
@@ -198,32 +220,37 @@ class RowwiseFamily(KernelFamily):
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
         M, N = problem["M"], problem["N"]
         bn, per_thread = config["BLOCK_N"], self.per_thread(config)
-        if config["ROWS"] > next_pow2(M):
+        if config["ROWS"] > next_pow2(M) or not self.MIN_PER_THREAD <= per_thread <= self.MAX_PER_THREAD:
             return False
+        # num_stages pipelines loads through cp.async (4 bytes at least) and only matters where there is a loop
+        if config["num_stages"] > 1:
+            if align_of(N) * DTYPE_BYTES[dtype] < 4 or (bn >= N and not config["PERSISTENT"]):
+                return False
         if bn >= N:
-            # single pass: the smallest covering block, its values in registers; num_stages only matters where
-            # there is a loop (persistent)
-            if bn != self.single_block(N) or not self.MIN_PER_THREAD_SINGLE <= per_thread <= self.MAX_PER_THREAD_SINGLE:
+            if bn != self.single_block(N):  # single pass: only the smallest covering block
                 return False
-            if not config["PERSISTENT"] and config["num_stages"] != 1:
-                return False
-        elif triton.cdiv(N, bn) > self.MAX_CHUNKS or not self.MIN_PER_THREAD_LOOPED <= per_thread <= self.MAX_PER_THREAD_LOOPED:
+        elif bn < min(next_pow2(triton.cdiv(N, self.MAX_CHUNKS)), 8192) or per_thread < self.MIN_PER_THREAD_LOOPED:
+            return False
+        if self.registers(problem, dtype, config) > self.register_cap(config):
             return False
         if self.smem_bytes(problem, dtype, config) > hw.smem_per_block:
             return False
         # persistent only where it differs from one block per program: more row blocks than programs
-        if config["PERSISTENT"] and triton.cdiv(M, config["ROWS"]) <= self.programs(problem, dtype, config, hw):
-            return False
-        return True
+        return not config["PERSISTENT"] or triton.cdiv(M, config["ROWS"]) > self.programs(problem, dtype, config, hw)
 
     def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
         # the rule users copy (Triton tutorial 02, unsloth's calculate_settings): the whole row in one block, warps
-        # growing with it; rows over 64K elements loop in 32K chunks with 32 warps (as Liger's cross-entropy does)
-        bn = self.single_block(problem["N"])
-        if bn > 65536:
-            return {"BLOCK_N": 32768, "ROWS": 1, "PERSISTENT": 0, "num_warps": 32, "num_stages": 2}
+        # growing with it; longer rows loop in 32K chunks with 32 warps (Liger's cross-entropy), or where that
+        # would spill in 16K, 8K or 4K chunks with 16 warps
+        bn = min(self.single_block(problem["N"]), 32768)
         warps = 32 if bn >= 32768 else 16 if bn >= 8192 else 8 if bn >= 2048 else 4
-        return {"BLOCK_N": bn, "ROWS": 1, "PERSISTENT": 0, "num_warps": warps, "num_stages": 1}
+        candidates = [{"BLOCK_N": bn, "ROWS": 1, "PERSISTENT": 0, "num_warps": warps, "num_stages": 1}]
+        candidates += [{"BLOCK_N": b, "ROWS": 1, "PERSISTENT": 0, "num_warps": 16, "num_stages": s}
+                       for b in (16384, 8192, 4096) if b < problem["N"] for s in (2, 1)]
+        for c in candidates:
+            if self.is_valid(problem, dtype, c, hw):
+                return c
+        return candidates[0]
 
     def compile_key(self, problem: Problem, dtype: str, config: Config) -> tuple:
         """No int argument is specialised: the binary depends on the config, on whether the row fits one block,

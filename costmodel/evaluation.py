@@ -1,0 +1,401 @@
+"""What every claim about a model is measured with: group splits, per-group metrics, baselines, reports.
+
+Per held-out group the model orders the group's measured configs; with ``best`` the group's best latency:
+
+* top-k score = best / best latency among the model's first k (1.0: the best config is in its top k),
+  regret at k = 1 / top-k score - 1, hit at k = whether the best config is in the top k;
+* NDCG@8 with the training gains (best / latency, failures 0) and linear gain; Kendall tau-b between the
+  model's scores and measured speed over the configs that ran.
+
+Baselines at the same k: random-k (the exact expected value of a uniformly random k-subset), the family's
+default config, and nearest-k: the best configs of the nearest training shapes (same family and dtype, nearest
+in log2 dims), skipping a shape whose best config was not measured in the held-out group.
+
+Scores aggregate as geometric means (clipped at 1e-3 so one all-failed top-k does not zero the mean) and 10th
+percentiles over groups; rates and correlations as means; overall and per kernel family.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from costmodel import dataset, model
+from costmodel.errors import CostModelError
+from costmodel.kernels import get_family
+
+KS = (1, 4, 8, 16)
+CURVE_LEN = 64  # configs benchmarked, for best-so-far curves
+SCORE_FLOOR = 1e-3
+SPLITS = ("heldout", "dissimilar", "family")
+# heldout: a group is held out when its seeded hash falls under the share for its kind; a hash, not a draw
+# over the current group list, keeps a group's side fixed as the dataset grows (see tracking's champion rule)
+HELDOUT_SHARE = 0.15
+HELDOUT_SHARE_EXHAUSTIVE = 0.75  # exhaustive groups have complete ground truth: prefer them for evaluation
+DISSIMILAR_SHARE = 0.1  # of each family: this share largest, this share skinniest
+_NON_EXTENT_DIMS = ("CAUSAL", "D")  # flags and head dims: not extents of the problem
+
+
+@dataclass(frozen=True)
+class Split:
+    name: str
+    train: tuple[str, ...]
+    test: tuple[str, ...]
+    rule: dict
+
+
+@dataclass
+class GroupResult:
+    group_id: str
+    kernel: str
+    metrics: dict[str, float]
+    curves: dict[str, np.ndarray]  # strategy -> fraction of best after 1..CURVE_LEN configs
+    ranks: np.ndarray  # (predicted, measured) rank percentiles of the configs that ran
+
+
+@dataclass
+class Evaluation:
+    split: str
+    groups: list[GroupResult] = field(default_factory=list)
+    records: int = 0
+
+    def summary(self) -> dict:
+        out = {"split": self.split, "groups": len(self.groups), "records": self.records,
+               **_aggregate([g.metrics for g in self.groups])}
+        kernels = sorted({g.kernel for g in self.groups})
+        out["per_kernel"] = {k: {"groups": sum(g.kernel == k for g in self.groups),
+                                 **_aggregate([g.metrics for g in self.groups if g.kernel == k])} for k in kernels}
+        return out
+
+
+# --- groups and splits ---------------------------------------------------------------------------------
+
+def group_info(table: pa.Table) -> pa.Table:
+    """One row per group (table sorted by group): its first row's identity columns."""
+    _, codes = model.group_codes(table)
+    first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.array([], int)
+    cols = ["group_id", "kernel", "dtype", "exhaustive", "problem_json", "gpu", *(c for c in table.column_names
+                                                                                   if c.startswith(("dim_", "hw_")))]
+    return table.select(cols).take(first)
+
+
+def _extents(info: pa.Table) -> np.ndarray:
+    """log2 of each group's extent dims (NaN where a family has no such dim)."""
+    dims = [d for d in dataset.DIMS if d not in _NON_EXTENT_DIMS]
+    with np.errstate(divide="ignore"):
+        return np.log2(np.column_stack([np.asarray(pc.fill_null(pc.cast(info[f"dim_{d}"], pa.float64()), np.nan))
+                                        for d in dims]))
+
+
+def _unit_hash(ids: list[str], seed: int) -> np.ndarray:
+    return np.array([int(hashlib.sha256(f"{seed}:{g}".encode()).hexdigest()[:12], 16) / 16**12 for g in ids])
+
+
+def split_groups(table: pa.Table, how: str, seed: int = 0) -> list[Split]:
+    """Train/test splits of the groups of ``table`` (never of rows): one split, or one per family for
+    leave-one-family-out."""
+    info = group_info(table)
+    ids = np.asarray(info["group_id"].to_pylist())
+    kernels = np.asarray(info["kernel"].to_pylist())
+    if how == "heldout":
+        exhaustive = np.asarray(pc.fill_null(info["exhaustive"], False))
+        u = _unit_hash(list(ids), seed)
+        test = np.where(exhaustive, u < HELDOUT_SHARE_EXHAUSTIVE, u < HELDOUT_SHARE)
+        rule = {"split": how, "seed": seed, "share": HELDOUT_SHARE, "share_exhaustive": HELDOUT_SHARE_EXHAUSTIVE,
+                "rule": "held out when sha256(f'{seed}:{group_id}') as a fraction < share (share_exhaustive for "
+                        "exhaustively measured groups)"}
+        splits = [(how, test)]
+    elif how == "dissimilar":
+        ext = _extents(info)
+        size, skinny = np.nansum(ext, axis=1), np.nanmax(ext, axis=1) - np.nanmin(ext, axis=1)
+        test = np.zeros(len(ids), bool)
+        for k in np.unique(kernels):
+            idx = np.flatnonzero(kernels == k)
+            q = max(1, math.ceil(DISSIMILAR_SHARE * len(idx)))
+            for key in (size, skinny):  # ties broken by group id, so the split is reproducible
+                test[idx[np.lexsort((ids[idx], -key[idx]))[:q]]] = True
+        rule = {"split": how, "share": DISSIMILAR_SHARE,
+                "rule": "per family, the largest (product of extent dims) and the skinniest (log2 max/min extent "
+                        f"dim, dims {', '.join(_NON_EXTENT_DIMS)} excluded) shares of groups held out"}
+        splits = [(how, test)]
+    elif how == "family":
+        fams = np.unique(kernels)
+        if len(fams) < 2:
+            raise CostModelError("leave-one-family-out needs data of at least two kernel families")
+        rule = {"split": how, "rule": "each family held out in turn; the model trains on the others"}
+        splits = [(f"family:{f}", kernels == f) for f in fams]
+    else:
+        raise CostModelError(f"unknown split {how!r}; choose from {', '.join(SPLITS)}")
+    out = []
+    for name, test in splits:
+        if test.all() or not test.any():
+            raise CostModelError(f"split {name}: too few groups ({len(ids)}) to hold some out and train on the rest")
+        out.append(Split(name, tuple(ids[~test]), tuple(ids[test]), rule))
+    return out
+
+
+# --- per-group metrics ---------------------------------------------------------------------------------
+
+def _expected_best(sorted_gains: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """Expected max gain of a uniformly random k-subset, for each k (gains sorted best first): the i-th best is
+    the subset's best with probability C(n-1-i, k-1) / C(n, k)."""
+    n = len(sorted_gains)
+    lg = np.array([math.lgamma(x + 1) for x in range(n + 1)])
+    out = np.empty(len(ks))
+    for j, k in enumerate(ks):
+        k = min(int(k), n)
+        i = np.arange(n - k + 1)
+        a = n - 1 - i
+        logp = (lg[a] - lg[k - 1] - lg[a - k + 1]) - (lg[n] - lg[k] - lg[n - k])
+        out[j] = float(np.sum(np.exp(logp) * sorted_gains[: n - k + 1]))
+    return out
+
+
+def _kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
+    if len(x) < 2:
+        return math.nan
+    sx, sy = np.sign(x[:, None] - x[None, :]), np.sign(y[:, None] - y[None, :])
+    denom = math.sqrt(np.abs(sx).sum() * np.abs(sy).sum())
+    return float((sx * sy).sum() / denom) if denom else math.nan
+
+
+def _ndcg(gain_in_order: np.ndarray, k: int = 8) -> float:
+    disc = 1 / np.log2(np.arange(2, k + 2))
+    ideal = np.sort(gain_in_order)[::-1][:k]
+    idcg = float((ideal * disc[: len(ideal)]).sum())
+    return float((gain_in_order[:k] * disc[: min(k, len(gain_in_order))]).sum()) / idcg if idcg else math.nan
+
+
+def _pct_rank(values: np.ndarray) -> np.ndarray:
+    r = np.argsort(np.argsort(values, kind="stable"), kind="stable")
+    return r / max(1, len(values) - 1)
+
+
+class _Nearest:
+    """Best config of each training group, and the training groups of a (family, dtype) by distance."""
+
+    def __init__(self, train: pa.Table):
+        info = group_info(train)
+        lat = model.latencies(train)
+        _, codes = model.group_codes(train)
+        order = np.lexsort((lat, codes))  # per group, fastest first
+        first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]] if len(order) else order
+        ok = np.isfinite(lat[first])
+        configs = np.asarray(train["config_json"].to_pylist(), dtype=object)[first]
+        self.key = list(zip(info["kernel"].to_pylist(), info["dtype"].to_pylist()))
+        self.ext = np.nan_to_num(_extents(info), nan=0.0)
+        self.best = [c if o else None for c, o in zip(configs, ok)]
+
+    def configs(self, kernel: str, dtype: str, ext: np.ndarray) -> list[str]:
+        """Best configs of same-family, same-dtype training groups, nearest shape first, without repeats."""
+        idx = [i for i, key in enumerate(self.key) if key == (kernel, dtype) and self.best[i] is not None]
+        dist = np.linalg.norm(self.ext[idx] - np.nan_to_num(ext, nan=0.0), axis=1) if idx else np.array([])
+        out: list[str] = []
+        for i in np.array(idx)[np.argsort(dist, kind="stable")] if idx else []:
+            if self.best[i] not in out:
+                out.append(self.best[i])
+        return out
+
+
+def _group_result(info: dict, ext: np.ndarray, rows: pa.Table, scores: np.ndarray, nearest: _Nearest) -> GroupResult:
+    lat = model.latencies(rows)
+    n = len(lat)
+    best = lat.min()
+    gain = np.where(np.isfinite(lat), best / lat, 0.0)
+    order = np.argsort(-scores, kind="stable")
+    steps = np.minimum(np.arange(1, CURVE_LEN + 1), n)
+    model_curve = np.maximum.accumulate(gain[order])[steps - 1]
+    sorted_gain = np.sort(gain)[::-1]
+    random_curve = _expected_best(sorted_gain, steps)
+
+    configs = rows["config_json"].to_pylist()
+    by_config = dict(zip(configs, gain))
+    fam = get_family(info["kernel"])
+    default = dataset.canonical_json(fam.default_config(json.loads(info["problem_json"]), info["dtype"],
+                                                        dataset.hw_from_row(info)))
+    g_default = by_config.get(default, math.nan)
+    if math.isnan(g_default):
+        default_curve = np.full(CURVE_LEN, math.nan)
+    else:  # the default first, then random picks among the others
+        others = np.sort(np.delete(gain, configs.index(default)))[::-1]
+        rest = _expected_best(np.maximum(others, g_default), np.maximum(steps - 1, 1)) if len(others) else steps * 0.0
+        default_curve = np.where(steps == 1, g_default, np.maximum(rest, g_default))
+    near = [by_config[c] for c in nearest.configs(info["kernel"], info["dtype"], ext) if c in by_config]
+
+    m: dict[str, float] = {}
+    for k in KS:
+        m[f"top{k}_score"] = float(model_curve[k - 1])
+        m[f"hit_at_{k}"] = float(model_curve[k - 1] >= 1.0)
+        m[f"random{k}_score"] = float(random_curve[k - 1])
+        m[f"nearest{k}_score"] = float(max(near[:k])) if near else math.nan
+    m["default_score"] = float(g_default)
+    m["ndcg_at_8"] = _ndcg(gain[order])
+    ran = np.isfinite(lat)
+    m["kendall_tau"] = _kendall_tau_b(scores[ran].astype(np.float64), -lat[ran])
+    ranks = np.column_stack([_pct_rank(-scores[ran]), _pct_rank(lat[ran])]) if ran.sum() > 1 else np.empty((0, 2))
+    return GroupResult(info["group_id"], info["kernel"], m,
+                       {"model": model_curve, "random": random_curve, "default-first": default_curve}, ranks)
+
+
+def evaluate(cm: model.CostModel, test: pa.Table, train: pa.Table, split: str) -> Evaluation:
+    """Metrics of ``cm`` on every group of ``test`` (sorted by group) with at least one config that ran;
+    ``train`` supplies the nearest-shape baseline."""
+    scores = model.score(cm, test)
+    _, codes = model.group_codes(test)
+    bounds = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1], True]) if len(codes) else np.array([0])
+    infos = group_info(test)
+    ext = _extents(infos)
+    nearest = _Nearest(train)
+    ev = Evaluation(split)
+    for j, info in enumerate(infos.to_pylist()):
+        lo, hi = bounds[j], bounds[j + 1]
+        rows = test.slice(lo, hi - lo)
+        if np.isfinite(model.latencies(rows)).any():
+            ev.groups.append(_group_result(info, ext[j], rows, scores[lo:hi], nearest))
+            ev.records += int(hi - lo)
+    if not ev.groups:
+        raise CostModelError(f"split {split}: no held-out group has a config that ran")
+    return ev
+
+
+def _aggregate(ms: list[dict[str, float]]) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    if not ms:
+        return out
+    for key in ms[0]:
+        v = np.array([m[key] for m in ms], dtype=np.float64)
+        v = v[~np.isnan(v)]
+        if key.endswith("_score"):
+            out[key] = float(np.exp(np.log(np.maximum(v, SCORE_FLOOR)).mean())) if len(v) else None
+            out[f"p10_{key}"] = float(np.percentile(v, 10)) if len(v) else None
+        else:
+            out[key] = float(v.mean()) if len(v) else None
+    for k in KS:
+        s = out.get(f"top{k}_score")
+        out[f"regret_at_{k}"] = 1 / s - 1 if s else None
+    return out
+
+
+# --- training with its report --------------------------------------------------------------------------
+
+def run_split(table: pa.Table, split: Split, gpu: str, params: model.TrainParams) -> Evaluation:
+    """Train a fresh model on the split's training groups and evaluate it on its test groups."""
+    train = model.select_groups(table, split.train)
+    booster, _ = model.fit(train, params)
+    return evaluate(model.CostModel(booster, {"gpu": gpu}), model.select_groups(table, split.test), train, split.name)
+
+
+def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParams, seed: int = 0) -> Evaluation:
+    """Every fold of a split, pooled: with leave-one-family-out each family is scored by the model that never
+    saw it, so the pooled per-kernel figures are the per-fold ones."""
+    ev = Evaluation(how)
+    for split in split_groups(table, how, seed):
+        fold = run_split(table, split, gpu, params)
+        ev.groups += fold.groups
+        ev.records += fold.records
+    return ev
+
+
+def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.TrainParams(), seed: int = 0,
+                extra_params: model.TrainParams | None = model.FAST) -> tuple[object, dict, dict[str, Evaluation]]:
+    """Fit the model to ship on every group outside the held-out split, evaluate it there, and (unless
+    ``extra_params`` is None) evaluate fresh models on the dissimilar and leave-one-family-out splits.
+    Returns (booster, meta, evaluations by split)."""
+    split = split_groups(table, "heldout", seed)[0]
+    train = model.select_groups(table, split.train)
+    booster, fit_info = model.fit(train, params)
+    hw = dataset.hw_from_row(group_info(table).slice(0, 1).to_pylist()[0]).as_dict()
+    evals = {"heldout": evaluate(model.CostModel(booster, {"gpu": gpu}), model.select_groups(table, split.test),
+                                 train, "heldout")}
+    if extra_params is not None:
+        kernels = pc.unique(table["kernel"])
+        for how in ("dissimilar", "family") if len(kernels) > 1 else ("dissimilar",):
+            evals[how] = evaluate_split(table, how, gpu, extra_params, seed)
+    heldout = {**split.rule, "groups": list(split.test)}
+    meta = model.new_meta(gpu, hw, table, fit_info, heldout, evals["heldout"].summary())
+    meta["extra_splits"] = {k: _headline(v.summary()) for k, v in evals.items() if k != "heldout"}
+    return booster, meta, evals
+
+
+# --- reports -------------------------------------------------------------------------------------------
+
+_HEADLINE = ("groups", "records", "top1_score", "top8_score", "p10_top8_score", "ndcg_at_8", "kendall_tau",
+             "random8_score", "default_score", "nearest8_score")
+
+
+def _headline(summary: dict) -> dict:
+    return {k: summary.get(k) for k in _HEADLINE} | {
+        "per_kernel": {f: {k: v.get(k) for k in _HEADLINE} for f, v in summary.get("per_kernel", {}).items()}}
+
+
+def comparison_rows(summary: dict) -> list[list[str]]:
+    """k, model, random, nearest (+ p10 of model) rows for tables and the model card."""
+    return [[str(k), fmt(summary.get(f"top{k}_score")), fmt(summary.get(f"p10_top{k}_score")),
+             fmt(summary.get(f"hit_at_{k}")), fmt(summary.get(f"random{k}_score")),
+             fmt(summary.get(f"nearest{k}_score"))] for k in KS]
+
+
+COMPARISON_HEADER = ["k", "model top-k", "model p10", "hit@k", "random-k", "nearest-k"]
+
+
+def fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def kernel_rows(summary: dict) -> list[list[str]]:
+    return [[f, fmt(s.get("groups")), fmt(s.get("top1_score")), fmt(s.get("top8_score")),
+             fmt(s.get("p10_top8_score")), fmt(s.get("random8_score")), fmt(s.get("default_score")),
+             fmt(s.get("nearest8_score")), fmt(s.get("ndcg_at_8")), fmt(s.get("kendall_tau"))]
+            for f, s in summary.get("per_kernel", {}).items()]
+
+
+KERNEL_HEADER = ["kernel", "groups", "top1", "top8", "p10top8", "rand8", "default", "near8", "ndcg8", "tau"]
+
+
+def _md_table(header: list[str], rows: list[list[str]]) -> str:
+    return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
+                      *("| " + " | ".join(r) + " |" for r in rows)])
+
+
+def model_card(meta: dict, evals: dict[str, Evaluation]) -> str:
+    d, h = meta["data"], evals["heldout"].summary()
+    lines = [
+        f"# costmodel ranking model for {meta['gpu']}",
+        "",
+        f"Trained {meta['created']} with XGBoost {meta['xgboost_version']} (rank:ndcg, top-k pairs, gain = best "
+        f"latency / latency), {meta['trees']} trees, feature schema v{meta['feature_schema_version']} "
+        f"({len(meta['feature_names'])} features).",
+        "",
+        f"Data: hash `{d['hash']}`, {d['rows']} measurements in {d['groups']} groups "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(d['rows_per_kernel'].items()))}). "
+        f"Trained on {meta['train_groups']} groups (+{meta['valid_groups']} for early stopping).",
+        "",
+        f"## Held-out groups ({h['groups']} groups, {h['records']} measurements, never seen in training)",
+        "",
+        f"Rule: {meta['heldout']['rule']}.",
+        "",
+        _md_table(COMPARISON_HEADER, comparison_rows(h)),
+        "",
+        f"Family default config: {fmt(h.get('default_score'))} of the best (geomean; p10 "
+        f"{fmt(h.get('p10_default_score'))}). NDCG@8 {fmt(h.get('ndcg_at_8'))}, Kendall tau "
+        f"{fmt(h.get('kendall_tau'))}.",
+        "",
+        _md_table(KERNEL_HEADER, kernel_rows(h)),
+    ]
+    for how, title in (("dissimilar", "Dissimilar shapes (largest and skinniest held out)"),
+                       ("family", "Leave one kernel family out")):
+        if how in evals:
+            s = evals[how].summary()
+            lines += ["", f"## {title}: a fresh model per split ({s['groups']} groups)", "",
+                      _md_table(COMPARISON_HEADER, comparison_rows(s)), "", _md_table(KERNEL_HEADER, kernel_rows(s))]
+    lines += ["", "Scores are fractions of the group's best measured latency: geometric means over groups (p10: "
+              "the 10th percentile); random-k is the exact expectation; nearest-k takes the best configs of the "
+              "nearest training shapes.", f"Written {datetime.now(timezone.utc).date().isoformat()}.", ""]
+    return "\n".join(lines)

@@ -1,0 +1,294 @@
+"""The XGBoost ranker: training table, labels, fit, score, save and load (UBJ + meta JSON, never pickle).
+
+The model ranks the configs of one group (gpu, kernel, source, problem, dtype) against each other: objective
+``rank:ndcg`` with ``lambdarank_pair_method="topk"`` (pairs are drawn around the top of each group, where
+tuning decisions are made) and a continuous gain per row, ``best latency in group / latency`` (1 for the best
+config, 0 for one that failed), which needs ``ndcg_exp_gain=False``. Rows are sorted by group (qid), groups
+are split into training and early-stopping validation, never rows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+
+from costmodel import dataset, features
+from costmodel.errors import CostModelError
+
+MODELS_DIR = Path(__file__).parent / "models"
+MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
+META_VERSION = 1
+# columns training and evaluation read: features' inputs, group identity and the measured result
+TRAIN_COLUMNS = (*features.COLUMNS, "gpu", "hw_name", "group_id", "source_hash", "exhaustive", "problem_json", "config_json",
+                 "status", "latency_ms")
+
+
+@dataclass(frozen=True)
+class TrainParams:
+    """Defaults sized for ~30-100k rows in ~300-600 groups; ``FAST`` is for the extra splits and tests."""
+
+    n_estimators: int = 400  # at most; early stopping cuts (scoring 10k candidates costs ~0.1 ms a tree)
+    max_depth: int = 7
+    learning_rate: float = 0.1
+    early_stopping_rounds: int = 30
+    subsample: float = 0.8
+    colsample_bytree: float = 0.8
+    min_child_weight: float = 1.0
+    # pairs per document are taken among each group's top this many (lambdarank_num_pair_per_sample)
+    topk: int = 16
+    valid_fraction: float = 0.15
+    seed: int = 0
+    nthread: int = 0  # 0: every core; fixed seed + hist give the same model for any thread count
+
+    def xgb_params(self) -> dict:
+        return {
+            "objective": "rank:ndcg", "lambdarank_pair_method": "topk", "lambdarank_num_pair_per_sample": self.topk,
+            "ndcg_exp_gain": False, "eval_metric": "ndcg@8", "tree_method": "hist", "max_depth": self.max_depth,
+            "eta": self.learning_rate, "subsample": self.subsample, "colsample_bytree": self.colsample_bytree,
+            "min_child_weight": self.min_child_weight, "seed": self.seed, "nthread": self.nthread,
+        }
+
+
+FAST = TrainParams(n_estimators=150, max_depth=6, learning_rate=0.12, early_stopping_rounds=15)
+
+
+@dataclass
+class CostModel:
+    booster: object  # xgboost.Booster (xgboost is imported lazily: the collect path never needs it)
+    meta: dict
+    path: Path | None = None
+
+    @property
+    def gpu(self) -> str:
+        return self.meta["gpu"]
+
+
+# --- data ----------------------------------------------------------------------------------------------
+
+def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, str]:
+    """The measurements of one GPU under ``root`` (every GPU's when the data holds only one), sorted by
+    (group_id, config_json) so that row order, and so the model, never depend on shard order."""
+    root = Path(root)
+    if not root.is_dir():
+        raise CostModelError(f"no dataset directory at {root}")
+    gpus = sorted(p.name.removeprefix("gpu=") for p in root.glob("gpu=*") if p.is_dir())
+    if gpu is None:
+        if len(gpus) != 1:
+            raise CostModelError(f"{root} holds data of {len(gpus)} GPUs ({', '.join(gpus) or 'none'}): pass --gpu")
+        gpu = gpus[0]
+    table = dataset.read(root, list(TRAIN_COLUMNS), ds.field("gpu") == gpu)
+    if table.num_rows == 0:
+        raise CostModelError(f"no measurements for GPU {gpu} under {root}" + (f" (GPUs: {', '.join(gpus)})" if gpus else ""))
+    return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu
+
+
+def data_hash(table: pa.Table) -> str:
+    """sha256 over what the model learns from: each row's group, config, status and latency (order-free:
+    ``training_table`` sorts rows)."""
+    h = hashlib.sha256()
+    for name in ("group_id", "config_json", "status"):
+        h.update("\x1f".join(pc.fill_null(table[name], "").to_pylist()).encode())
+    h.update(np.asarray(pc.fill_null(table["latency_ms"], np.nan), dtype=np.float64).tobytes())
+    return h.hexdigest()[:16]
+
+
+def group_codes(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(unique group ids, per-row index into them); rows must already be sorted by group."""
+    ids, codes = np.unique(np.asarray(table["group_id"].to_numpy(zero_copy_only=False)), return_inverse=True)
+    return ids, codes
+
+
+def latencies(table: pa.Table) -> np.ndarray:
+    """Latency per row, +inf for a config that did not run correctly."""
+    ok = np.asarray(pc.fill_null(pc.equal(table["status"], "ok"), False))
+    lat = np.asarray(pc.fill_null(table["latency_ms"], np.nan), dtype=np.float64)
+    return np.where(ok & np.isfinite(lat) & (lat > 0), lat, np.inf)
+
+
+def gains(table: pa.Table) -> np.ndarray:
+    """Relevance per row: best latency in its group / its latency; 0 for failures."""
+    lat = latencies(table)
+    _, codes = group_codes(table)
+    best = np.full(codes.max() + 1 if len(codes) else 0, np.inf)
+    np.minimum.at(best, codes, lat)
+    out = np.zeros(len(lat))
+    ran = np.isfinite(lat)
+    out[ran] = best[codes[ran]] / lat[ran]
+    return out
+
+
+def select_groups(table: pa.Table, group_ids) -> pa.Table:
+    return table.filter(pc.is_in(table["group_id"], pa.array(list(group_ids), pa.string())))
+
+
+# --- fit -----------------------------------------------------------------------------------------------
+
+def _dmatrix(table: pa.Table):
+    import xgboost as xgb
+
+    _, qid = group_codes(table)
+    return xgb.DMatrix(features.feature_matrix(table), label=gains(table), qid=qid,
+                       feature_names=list(features.FEATURE_NAMES))
+
+
+def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, dict]:
+    """Train on every group of ``table`` (sorted by group) that has a config that ran; ``valid_fraction`` of
+    them (seeded) drive early stopping. Returns the booster cut at its best iteration and training facts."""
+    import xgboost as xgb
+
+    g = gains(table)
+    ids, codes = group_codes(table)
+    usable = np.zeros(len(ids), bool)
+    usable[codes[g > 0]] = True
+    ids = ids[usable]
+    if len(ids) == 0:
+        raise CostModelError("no group has a config that ran: nothing to learn from")
+    n_valid = int(round(params.valid_fraction * len(ids))) if len(ids) >= 10 else 0
+    valid_ids = set(ids[np.random.default_rng(params.seed).permutation(len(ids))[:n_valid]])
+    train = select_groups(table, [i for i in ids if i not in valid_ids])
+    evals, dtrain = [], _dmatrix(train)
+    if valid_ids:
+        evals = [(dtrain, "train"), (_dmatrix(select_groups(table, valid_ids)), "valid")]
+    booster = xgb.train(params.xgb_params(), dtrain, num_boost_round=params.n_estimators, evals=evals,
+                        early_stopping_rounds=params.early_stopping_rounds if evals else None, verbose_eval=False)
+    best = booster.best_iteration if evals else params.n_estimators - 1
+    booster = booster[: best + 1]
+    return booster, {"trees": best + 1, "train_groups": len(ids) - len(valid_ids), "valid_groups": len(valid_ids),
+                     "train_rows": train.num_rows, "params": asdict(params), "xgboost_version": xgb.__version__}
+
+
+# --- score ---------------------------------------------------------------------------------------------
+
+def score(model: CostModel, table: pa.Table | dict) -> np.ndarray:
+    """Higher is predicted faster; only the order within a group means anything. Rows carrying a ``gpu``
+    column must be for the model's GPU."""
+    table = table if isinstance(table, pa.Table) else pa.table(table)
+    if "gpu" in table.column_names and table.num_rows:
+        other = set(pc.unique(table["gpu"]).to_pylist()) - {model.gpu}
+        if other:
+            raise CostModelError(f"model is for GPU {model.gpu}, rows are for {', '.join(sorted(map(str, other)))}")
+    return model.booster.inplace_predict(features.feature_matrix(table))
+
+
+def rank(model: CostModel, table: pa.Table | dict) -> np.ndarray:
+    """Row indices, predicted fastest first (ties keep row order)."""
+    return np.argsort(-score(model, table), kind="stable")
+
+
+# --- save / load ---------------------------------------------------------------------------------------
+
+def new_meta(gpu: str, hw: dict, table: pa.Table, fit_info: dict, heldout: dict, metrics: dict) -> dict:
+    """What meta.json records: enough to refuse a mismatched model and to re-check its claims."""
+    kernels = pc.value_counts(table["kernel"]).to_pylist()
+    return {
+        "meta_version": META_VERSION,
+        "gpu": gpu,
+        "hardware": hw,
+        "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
+        "feature_names": list(features.FEATURE_NAMES),
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "data": {
+            "hash": data_hash(table), "rows": table.num_rows, "groups": len(pc.unique(table["group_id"])),
+            "rows_per_kernel": {k["values"]: k["counts"] for k in kernels},
+            "source_hashes": sorted(set(zip(table["kernel"].to_pylist(), table["source_hash"].to_pylist()))),
+        },
+        **fit_info,
+        "heldout": heldout,
+        "metrics": metrics,
+    }
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".tmp-{path.name}")
+    tmp.write_bytes(data)
+    os.replace(tmp, path)
+
+
+def save(out: str | Path, booster, meta: dict, card: str | None = None) -> Path:
+    """Write model.ubj, meta.json (and MODEL_CARD.md) into ``out``; each file replaced atomically."""
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    _write_atomic(out / MODEL_FILE, bytes(booster.save_raw("ubj")))
+    _write_atomic(out / META_FILE, (json.dumps(meta, indent=1, default=str) + "\n").encode())
+    if card is not None:
+        _write_atomic(out / CARD_FILE, card.encode())
+    return out
+
+
+def resolve(model: str | Path) -> Path:
+    """A model directory: ``model`` itself when it is a directory, else the shipped one for that GPU slug."""
+    p = Path(model)
+    return p if p.is_dir() else MODELS_DIR / str(model)
+
+
+def check_meta(meta: dict, where: str, gpu: str | None = None) -> None:
+    """Refuse a model whose features or GPU differ from what this code computes or was asked for."""
+    if meta.get("feature_schema_version") != features.FEATURE_SCHEMA_VERSION:
+        raise CostModelError(
+            f"model at {where} uses feature schema v{meta.get('feature_schema_version')}, this costmodel computes "
+            f"v{features.FEATURE_SCHEMA_VERSION}: retrain it with `costmodel train`")
+    if meta.get("feature_names") != list(features.FEATURE_NAMES):
+        raise CostModelError(f"model at {where} was trained on other feature names: retrain it with `costmodel train`")
+    if gpu is not None and meta.get("gpu") != gpu:
+        raise CostModelError(f"model at {where} is for GPU {meta.get('gpu')!r}, not {gpu!r}")
+
+
+def load(model: str | Path, gpu: str | None = None) -> CostModel:
+    """Load a model directory (or the shipped model of a GPU slug), refusing a missing, corrupt or mismatched
+    one with a clear message. ``gpu`` is the GPU it must be for."""
+    import xgboost as xgb
+
+    path = resolve(model)
+    meta_path, model_path = path / META_FILE, path / MODEL_FILE
+    if not meta_path.is_file() or not model_path.is_file():
+        raise CostModelError(f"no model at {path} (needs {MODEL_FILE} and {META_FILE}; `costmodel train` writes them)")
+    try:
+        meta = json.loads(meta_path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise CostModelError(f"corrupt {meta_path}: {e}") from None
+    if not isinstance(meta, dict):
+        raise CostModelError(f"corrupt {meta_path}: not a JSON object")
+    check_meta(meta, str(path), gpu)
+    try:
+        booster = xgb.Booster(model_file=str(model_path))
+    except xgb.core.XGBoostError as e:
+        raise CostModelError(f"corrupt model file {model_path}: {str(e).splitlines()[0]}") from None
+    if booster.num_features() != len(features.FEATURE_NAMES):
+        raise CostModelError(f"model file {model_path} has {booster.num_features()} features, meta.json names "
+                             f"{len(features.FEATURE_NAMES)}")
+    # one thread: ranking scores a few thousand rows a call, where a thread pool's start-up costs more than it
+    # saves (about 15 ms a call on two busy cores, against under 1 ms of work for 1000 rows)
+    booster.set_param({"nthread": 1})
+    return CostModel(booster, meta, path)
+
+
+def load_shipped(gpu: str) -> CostModel:
+    """The pretrained model shipped for ``gpu`` (what the tuner ranks with)."""
+    return load(MODELS_DIR / gpu, gpu=gpu)
+
+
+def shipped() -> list[dict]:
+    """Summaries of the models under costmodel/models/."""
+    out = []
+    for meta_path in sorted(MODELS_DIR.glob(f"*/{META_FILE}")):
+        try:
+            meta = json.loads(meta_path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            out.append({"gpu": meta_path.parent.name, "path": str(meta_path.parent), "error": "corrupt meta.json"})
+            continue
+        metrics = meta.get("metrics", {})
+        out.append({"gpu": meta.get("gpu"), "path": str(meta_path.parent), "created": meta.get("created"),
+                    "data_hash": meta.get("data", {}).get("hash"), "rows": meta.get("data", {}).get("rows"),
+                    "feature_schema_version": meta.get("feature_schema_version"),
+                    "compatible": meta.get("feature_schema_version") == features.FEATURE_SCHEMA_VERSION,
+                    "top8_score": metrics.get("top8_score"), "random8_score": metrics.get("random8_score")})
+    return out

@@ -1,0 +1,191 @@
+"""MLflow runs and the model registry. The only module that imports mlflow, and only inside its functions
+(``import mlflow`` takes over a second; collection and tuning never need it).
+
+Where runs go is MLflow's own choice: with no tracking URI set, its default store (a sqlite file in the working
+directory); ``MLFLOW_TRACKING_URI`` points it at a server. One registered model per GPU, ``costmodel-<slug>``,
+with aliases instead of stages: ``candidate`` is always the newest version, ``champion`` the one to serve.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from costmodel import evaluation, model
+from costmodel.errors import CostModelError
+
+EXPERIMENT = "costmodel"
+CHAMPION, CANDIDATE = "champion", "candidate"
+
+
+def registered_name(gpu: str) -> str:
+    return f"costmodel-{gpu}"
+
+
+def _pip_requirements() -> list[str]:
+    """The XGBoost distribution actually installed (``xgboost-cpu`` or ``xgboost``) and numpy, pinned."""
+    out = []
+    for dist in ("xgboost-cpu", "xgboost"):
+        try:
+            out.append(f"{dist}=={metadata.version(dist)}")
+            break
+        except metadata.PackageNotFoundError:
+            continue
+    return out + [f"numpy=={np.__version__}"]
+
+
+def _metrics(evals: dict[str, evaluation.Evaluation]) -> dict[str, float]:
+    """Flat metric names without '@': held-out figures as they are (``top8_score``), other splits and kernels
+    prefixed (``dissimilar_top8_score``, ``heldout_matmul_top8_score``)."""
+    out: dict[str, float] = {}
+    for how, ev in evals.items():
+        s = ev.summary()
+        prefix = "" if how == "heldout" else f"{how}_"
+        out.update({f"{prefix}{k}": v for k, v in s.items() if isinstance(v, (int, float)) and v is not None})
+        for kernel, ks in s["per_kernel"].items():
+            out.update({f"{how}_{kernel}_{k}": v for k, v in ks.items() if isinstance(v, (int, float)) and v is not None})
+    return out
+
+
+def _log_data_inputs(data_root: Path, meta: dict) -> None:
+    """The collector's run manifests (data/_manifests/*.json) as one MLflow dataset input, digest = the
+    training-data hash, and the manifest files themselves as artifacts."""
+    import mlflow
+    import pandas as pd
+
+    manifests = sorted((data_root / "_manifests").glob("*.json"))
+    rows = []
+    for path in manifests:
+        try:
+            m = json.loads(path.read_text())
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            continue
+        rows.append({k: v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v, default=str)
+                     for k, v in m.items()} | {"manifest": path.name})
+    df = pd.DataFrame(rows or [{"manifest": None}])
+    d = meta["data"]
+    ds = mlflow.data.from_pandas(df, source=str(data_root.resolve()), name=f"{meta['gpu']}-measurements",
+                                 digest=d["hash"])
+    mlflow.log_input(ds, context="training", tags={"rows": str(d["rows"]), "groups": str(d["groups"])})
+    for path in manifests:
+        mlflow.log_artifact(str(path), artifact_path="manifests")
+
+
+def log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluation.Evaluation], table: pa.Table,
+                 data_root: Path) -> dict:
+    """Everything :func:`_log_training` does, with MLflow's console messages (run links it writes to stdout)
+    sent to stderr, where the CLI's stdout stays one JSON object."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _log_training(model_dir, booster, meta, evals, table, data_root)
+
+
+def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluation.Evaluation], table: pa.Table,
+                  data_root: Path) -> dict:
+    """One run: params, held-out and split metrics, data manifests as inputs, meta.json and MODEL_CARD.md as
+    artifacts, the booster logged and registered as a new version of ``costmodel-<gpu>`` with alias
+    ``candidate``; ``champion`` moves to it only when it wins (see :func:`_promote`)."""
+    import mlflow
+    import mlflow.xgboost
+    from mlflow import MlflowClient
+
+    gpu, name = meta["gpu"], registered_name(meta["gpu"])
+    mlflow.set_experiment(EXPERIMENT)
+    with mlflow.start_run(run_name=f"train-{gpu}") as run:
+        mlflow.log_params({"gpu": gpu, "feature_schema_version": meta["feature_schema_version"],
+                           "data_hash": meta["data"]["hash"], "data_rows": meta["data"]["rows"],
+                           "data_groups": meta["data"]["groups"], "trees": meta["trees"],
+                           "heldout_groups": len(meta["heldout"]["groups"]), "heldout_seed": meta["heldout"]["seed"],
+                           **{f"xgb_{k}": v for k, v in meta["params"].items()}})
+        mlflow.log_metrics(_metrics(evals))
+        _log_data_inputs(data_root, meta)
+        for f in (model.META_FILE, model.CARD_FILE):
+            if (model_dir / f).is_file():
+                mlflow.log_artifact(str(model_dir / f))
+        info = mlflow.xgboost.log_model(booster, name="model", pip_requirements=_pip_requirements(),
+                                        registered_model_name=name)
+    version = str(info.registered_model_version)
+    client = MlflowClient()
+    for k, v in {"gpu": gpu, "data_hash": meta["data"]["hash"], "top8_score": meta["metrics"].get("top8_score"),
+                 "feature_schema_version": meta["feature_schema_version"]}.items():
+        client.set_model_version_tag(name, version, k, str(v))
+    client.set_registered_model_alias(name, CANDIDATE, version)
+    decision = _promote(client, name, version, booster, meta, table)
+    return {"tracking_uri": mlflow.get_tracking_uri(), "experiment": EXPERIMENT, "run_id": run.info.run_id,
+            "registered_model": name, "version": version, "champion": decision}
+
+
+def _champion_meta(client, run_id: str) -> dict | None:
+    import mlflow
+
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=model.META_FILE, dst_path=tmp)
+            return json.loads(Path(path).read_text())
+        except Exception:  # noqa: BLE001 - an unreadable champion is treated as having no record
+            return None
+
+
+def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Table) -> dict:
+    """Move ``champion`` to the new version only when it beats the current champion on the same held-out
+    groups: the groups held out by *both* models that are in the current data (the held-out rule hashes group
+    ids, so with the same seed and shares a group keeps its side as data grows, and neither model has trained
+    on these). Both models rank those groups and the higher top-8 score wins; a tie keeps the champion.
+
+    With no champion yet, the new version becomes champion. A champion on another feature schema cannot rank
+    today's features, so it is replaced. Without common held-out groups nothing can be compared fairly and the
+    champion stays (the new version is still ``candidate``)."""
+    import mlflow.xgboost
+    from mlflow.exceptions import MlflowException
+
+    try:
+        current = client.get_model_version_by_alias(name, CHAMPION)
+    except MlflowException:
+        current = None
+    decision: dict = {"previous": None if current is None else current.version}
+    champ_meta = None if current is None else _champion_meta(client, current.run_id)
+    if current is None:
+        decision.update(promoted=True, reason="no champion yet")
+    elif champ_meta is None or champ_meta.get("feature_names") != meta["feature_names"] or \
+            champ_meta.get("feature_schema_version") != meta["feature_schema_version"]:
+        decision.update(promoted=True, reason="champion has no meta.json or other features")
+    else:
+        groups = set(champ_meta["heldout"]["groups"]) & set(meta["heldout"]["groups"])
+        common = model.select_groups(table, sorted(groups))
+        if common.num_rows == 0:
+            decision.update(promoted=False, reason="no held-out groups in common with the champion")
+        else:
+            rest = model.select_groups(table, sorted(set(table["group_id"].to_pylist()) - groups))
+            try:
+                champ_booster = mlflow.xgboost.load_model(f"models:/{name}@{CHAMPION}")
+            except MlflowException as e:
+                raise CostModelError(f"cannot load the champion of {name}: {e}") from None
+            gpu = meta["gpu"]
+            new, old = (evaluation.evaluate(model.CostModel(b, {"gpu": gpu}), common, rest, "champion").summary()
+                        for b in (booster, champ_booster))
+            decision.update(groups=new["groups"], candidate_top8_score=new["top8_score"],
+                            champion_top8_score=old["top8_score"], promoted=new["top8_score"] > old["top8_score"],
+                            reason="top8_score on the held-out groups both models never saw")
+    if decision["promoted"]:
+        client.set_registered_model_alias(name, CHAMPION, version)
+    decision["champion_version"] = version if decision["promoted"] else decision["previous"]
+    return decision
+
+
+def registered_models() -> list[dict]:
+    """Every ``costmodel-*`` registered model in the tracking store, with its aliases and versions."""
+    from mlflow import MlflowClient
+
+    client = MlflowClient()
+    out = []
+    for rm in client.search_registered_models(filter_string="name LIKE 'costmodel-%'"):
+        versions = client.search_model_versions(f"name = '{rm.name}'")
+        out.append({"name": rm.name, "aliases": dict(rm.aliases), "versions": sorted(int(v.version) for v in versions),
+                    "tracking_uri": client.tracking_uri})
+    return out

@@ -1,0 +1,238 @@
+"""Features, training, evaluation and model loading on the CPU.
+
+Tests using ``slice_root`` (conftest.py) train on a slice of the real measurements under data/
+(``COSTMODEL_TEST_DATA`` points elsewhere) and skip while there are none.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from costmodel import dataset, evaluation, features, model, space
+from costmodel.errors import CostModelError
+from costmodel.hardware import KNOWN
+from costmodel.kernels import family_names, get_family
+
+REPO = Path(__file__).resolve().parents[1]
+HW = KNOWN["nvidia-h200"]
+TEST_TREES = "60"
+
+
+@pytest.fixture(scope="session")
+def trained(slice_root, cli, tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("model") / "nvidia-h200"
+    code, stdout, stderr = cli("train", "--data", str(slice_root), "--out", str(out), "--no-track",
+                               "--trees", TEST_TREES, "--json")
+    assert code == 0, stderr
+    return out, json.loads(stdout)
+
+
+# --- features ------------------------------------------------------------------------------------------
+
+def _dataset_rows(family: str, problem: dict, dtype: str, configs: list[dict]) -> pa.Table:
+    """Rows as the collector builds them (dataset.row_columns + hw_columns), one dict per config."""
+    rows = [{"gpu": HW.gpu, "kernel": family, "dtype": dtype, **dataset.row_columns(problem, c),
+             **dataset.hw_columns(HW)} for c in configs]
+    return pa.Table.from_pylist(rows, schema=pa.schema([dataset.SCHEMA.field(k) for k in rows[0]]))
+
+
+SAMPLE_PROBLEMS = {
+    "matmul": {"M": 1000, "N": 4096, "K": 5120},
+    "attention": {"B": 2, "H": 16, "S": 3001, "D": 128, "CAUSAL": 1},
+    "softmax": {"M": 4096, "N": 50257},
+    "layernorm": {"M": 77, "N": 4096},
+    "rmsnorm": {"M": 8192, "N": 1000},
+}
+
+
+@pytest.mark.parametrize("family", family_names())
+def test_candidates_table_matches_dataset_rows(family):
+    fam = get_family(family)
+    problem, dtype = SAMPLE_PROBLEMS[family], fam.dtypes[-1]
+    configs = space.enumerate_valid(fam, problem, dtype, HW)
+    a = features.feature_matrix(features.candidates_table(family, problem, dtype, configs, HW))
+    b = features.feature_matrix(_dataset_rows(family, problem, dtype, configs))
+    assert a.shape == (len(configs), len(features.FEATURE_NAMES))
+    np.testing.assert_array_equal(a, b)
+    assert np.isfinite(a[:, features.FEATURE_NAMES.index("log2_waves")]).all()
+
+
+@pytest.mark.parametrize("family", family_names())
+def test_feature_terms_mirror_the_family(family):
+    """Shared memory and (row-wise) persistent grid sizes agree with the family's own formulas: an edit to a
+    family's smem_bytes or launcher must be mirrored in features.py (and FEATURE_SCHEMA_VERSION bumped)."""
+    fam = get_family(family)
+    problem, dtype = SAMPLE_PROBLEMS[family], fam.dtypes[0]
+    configs = space.enumerate_valid(fam, problem, dtype, HW)
+    x = features.feature_matrix(features.candidates_table(family, problem, dtype, configs, HW))
+    col = {n: x[:, i].astype(np.float64) for i, n in enumerate(features.FEATURE_NAMES)}
+    smem = [fam.smem_bytes(dtype, c) if family == "matmul" else fam.smem_bytes(problem, dtype, c) for c in configs]
+    np.testing.assert_allclose(col["smem_frac"] * HW.smem_per_block, smem, rtol=1e-6)
+    if hasattr(fam, "programs"):
+        np.testing.assert_allclose(2 ** col["log2_programs"], [fam.programs(problem, dtype, c, HW) for c in configs],
+                                   rtol=1e-5)
+
+
+def test_candidates_table_rejects_unknown_knobs():
+    with pytest.raises(CostModelError, match="not dataset columns"):
+        features.candidates_table("matmul", SAMPLE_PROBLEMS["matmul"], "float16", [{"BLOCK_Q": 1}], HW)
+
+
+def test_feature_matrix_reports_missing_columns():
+    with pytest.raises(CostModelError, match="missing columns"):
+        features.feature_matrix({"kernel": ["matmul"]})
+
+
+def test_features_identical_for_measured_rows_and_candidates(slice_root):
+    table, _ = model.training_table(slice_root)
+    info = evaluation.group_info(table)
+    for g in info.slice(0, 10).to_pylist():
+        rows = model.select_groups(table, [g["group_id"]])
+        configs = [json.loads(c) for c in rows["config_json"].to_pylist()]
+        cand = features.candidates_table(g["kernel"], json.loads(g["problem_json"]), g["dtype"], configs,
+                                         dataset.hw_from_row(g))
+        np.testing.assert_array_equal(features.feature_matrix(rows), features.feature_matrix(cand))
+
+
+# --- metrics -------------------------------------------------------------------------------------------
+
+def test_expected_best_of_random_k_is_exact():
+    gains = np.array([1.0, 0.8, 0.5, 0.5, 0.2, 0.0])
+    for k in range(1, len(gains) + 1):
+        brute = np.mean([max(s) for s in itertools.combinations(gains, k)])
+        assert evaluation._expected_best(gains, np.array([k]))[0] == pytest.approx(brute)
+
+
+def test_kendall_tau_b():
+    x = np.array([1.0, 2.0, 3.0, 4.0])
+    assert evaluation._kendall_tau_b(x, x) == pytest.approx(1.0)
+    assert evaluation._kendall_tau_b(x, -x) == pytest.approx(-1.0)
+    # one discordant pair of six, no ties: (5 - 1) / 6
+    assert evaluation._kendall_tau_b(x, np.array([1.0, 2.0, 4.0, 3.0])) == pytest.approx(4 / 6)
+
+
+# --- bad input -----------------------------------------------------------------------------------------
+
+def test_missing_data_dir_is_a_one_line_error(tmp_path, cli):
+    code, _, stderr = cli("train", "--data", str(tmp_path / "nope"), "--no-track")
+    assert code == 2 and stderr.startswith("error: no dataset directory") and stderr.count("\n") == 1
+
+
+def _fake_model_dir(path: Path, **meta) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    base = {"gpu": HW.gpu, "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
+            "feature_names": list(features.FEATURE_NAMES)}
+    (path / model.META_FILE).write_text(json.dumps(base | meta))
+    (path / model.MODEL_FILE).write_bytes(b"not a ubj model")
+    return path
+
+
+def test_corrupt_model_file_is_refused(tmp_path):
+    with pytest.raises(CostModelError, match="corrupt model file"):
+        model.load(_fake_model_dir(tmp_path / "m"))
+
+
+def test_corrupt_meta_is_refused(tmp_path):
+    d = _fake_model_dir(tmp_path / "m")
+    (d / model.META_FILE).write_text("{not json")
+    with pytest.raises(CostModelError, match="corrupt"):
+        model.load(d)
+
+
+def test_feature_schema_mismatch_is_refused(tmp_path):
+    d = _fake_model_dir(tmp_path / "m", feature_schema_version=features.FEATURE_SCHEMA_VERSION + 1)
+    with pytest.raises(CostModelError, match="feature schema"):
+        model.load(d)
+
+
+def test_gpu_mismatch_is_refused(tmp_path):
+    d = _fake_model_dir(tmp_path / "m", gpu="nvidia-a100")
+    with pytest.raises(CostModelError, match="is for GPU 'nvidia-a100', not 'nvidia-h200'"):
+        model.load(d, gpu=HW.gpu)
+    with pytest.raises(CostModelError, match="model is for GPU"):
+        model.score(model.CostModel(None, {"gpu": "nvidia-a100"}),
+                    features.candidates_table("matmul", SAMPLE_PROBLEMS["matmul"], "float16", [{}], HW))
+
+
+def test_missing_model_is_a_one_line_error(tmp_path, cli):
+    code, _, stderr = cli("evaluate", "--model", str(tmp_path / "none"), "--data", str(tmp_path))
+    assert code == 2 and stderr.startswith("error: no model at")
+
+
+def test_costmodel_import_does_not_import_mlflow_or_matplotlib():
+    code = ("import sys, costmodel.cli, costmodel.model, costmodel.evaluation, costmodel.features; "
+            "print(sorted(m for m in ('mlflow', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert out.stdout.strip() == "[]"
+
+
+# --- train and evaluate on real measurements -----------------------------------------------------------
+
+def test_train_writes_model_and_card(trained):
+    out, result = trained
+    assert {p.name for p in out.iterdir()} >= {model.MODEL_FILE, model.META_FILE, model.CARD_FILE}
+    meta = json.loads((out / model.META_FILE).read_text())
+    assert meta["gpu"] == result["gpu"] and meta["feature_names"] == list(features.FEATURE_NAMES)
+    assert meta["data"]["hash"] == result["data_hash"] and meta["heldout"]["groups"]
+    card = (out / model.CARD_FILE).read_text()
+    assert result["data_hash"] in card and "Dissimilar" in card
+    cm = model.load(out, gpu=meta["gpu"])
+    assert cm.booster.num_boosted_rounds() == meta["trees"]
+
+
+def test_evaluate_heldout_beats_random(trained, slice_root, cli, tmp_path):
+    out, _ = trained
+    code, stdout, stderr = cli("evaluate", "--data", str(slice_root), "--model", str(out), "--json",
+                                   "--plots", str(tmp_path / "plots"))
+    assert code == 0, stderr
+    r = json.loads(stdout)
+    for key in ("split", "groups", "records", "top1_score", "top8_score", "p10_top8_score", "ndcg_at_8",
+                "kendall_tau", "random8_score", "default_score", "per_kernel"):
+        assert key in r
+    meta = json.loads((out / model.META_FILE).read_text())
+    assert r["split"] == "heldout" and r["groups"] <= len(meta["heldout"]["groups"])
+    assert r["top8_score"] > r["random8_score"]
+    assert all(0 < r[f"top{k}_score"] <= 1 for k in evaluation.KS)
+    assert sorted(Path(p).name for p in r["plots"]) == ["best_so_far.png", "predicted_vs_measured_rank.png"]
+
+
+def test_evaluate_family_split_trains_fresh_models(slice_root, cli):
+    code, stdout, stderr = cli("evaluate", "--data", str(slice_root), "--split", "family", "--json")
+    assert code == 0, stderr
+    r = json.loads(stdout)
+    assert r["split"] == "family" and r["model"] is None and r["nearest8_score"] is None
+    assert len(r["per_kernel"]) >= 2
+    assert set(r["per_kernel"]) <= set(dataset.read(slice_root, ["kernel"])["kernel"].unique().to_pylist())
+
+
+def test_training_is_deterministic(slice_root):
+    table, _ = model.training_table(slice_root)
+    params = model.TrainParams(n_estimators=20, nthread=1)
+    a, _ = model.fit(table, params)
+    b, _ = model.fit(table, model.TrainParams(n_estimators=20, nthread=2))
+    assert bytes(a.save_raw("ubj")) == bytes(b.save_raw("ubj"))
+
+
+def test_splits_split_groups_never_rows():
+    ids = [f"g{i:03d}" for i in range(40)]
+    t = pa.table({"group_id": ids, "kernel": ["matmul"] * 20 + ["softmax"] * 20, "dtype": ["float16"] * 40,
+                  "exhaustive": [i % 5 == 0 for i in range(40)], "problem_json": ["{}"] * 40, "gpu": [HW.gpu] * 40,
+                  **{f"dim_{d}": [2 ** (i % 13) for i in range(40)] for d in ("M", "N")},
+                  **{f"dim_{d}": [None] * 40 for d in dataset.DIMS if d not in ("M", "N")}})
+    for how in evaluation.SPLITS:
+        for s in evaluation.split_groups(t, how):
+            assert set(s.train).isdisjoint(s.test) and set(s.train) | set(s.test) == set(ids)
+    # a group's side in the held-out split depends on its id only, not on which other groups exist
+    full = evaluation.split_groups(t, "heldout")[0]
+    half = evaluation.split_groups(t.slice(0, 30), "heldout")[0]
+    assert set(half.test) == set(full.test) & set(ids[:30])
+    assert math.isclose(len(full.test) / 40, 0.25, abs_tol=0.25)

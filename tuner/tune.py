@@ -1,0 +1,121 @@
+"""tune(): rank every valid candidate with the GPU's model, benchmark only the top-k, return the best.
+
+The finalists are re-timed interleaved (a, b, c, a, b, c, ...) so that a burst of noise cannot pick the
+winner; the family's default config is timed beside them as the baseline every report shows."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+
+from costmodel import hardware, space
+from costmodel.benchmark import Benchmarker, Measurement
+from costmodel.hardware import HardwareRecord
+from costmodel.kernels import get_family
+from costmodel.kernels.base import Config, Problem
+from tuner.cache import ResultCache
+
+FINALISTS = 3
+ROUNDS = 3
+
+@dataclass
+class TuneResult:
+    gpu: str
+    kernel: str
+    problem: Problem
+    dtype: str
+    candidates: int
+    benchmarked: int
+    best: dict  # {"config": ..., "latency_ms": ...}
+    default_latency_ms: float | None
+    wall_s: float
+    compile_s: float
+    predicted_rank: list[dict] = field(default_factory=list)  # the top-k: config, rank, measured ms, status
+    exhaustive_best_ms: float | None = None
+    cached: bool = False
+    measurements: list[Measurement] = field(default_factory=list, repr=False)
+
+    def as_dict(self) -> dict:
+        d = asdict(self)
+        d.pop("measurements")
+        return d
+
+def rank_candidates(family: str, problem: Problem, dtype: str, hw: HardwareRecord, cost_model) -> list[Config]:
+    """Every valid config of the problem, predicted fastest first."""
+    from costmodel import features, model
+
+    configs = space.enumerate_valid(get_family(family), problem, dtype, hw)
+    order = model.rank(cost_model, features.candidates_table(family, problem, dtype, configs, hw))
+    return [configs[i] for i in order]
+
+def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
+    from costmodel.dataset import canonical_json
+
+    times: dict[str, list[float]] = {}
+    for m in ms:
+        if m.ok:
+            times.setdefault(canonical_json(m.config), []).append(m.latency_ms)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
+         hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False) -> TuneResult:
+    """Tune one problem on the current GPU (or ``hw`` with a replay benchmarker). ``cost_model`` defaults to
+    the shipped model for the GPU; the result is cached unless ``exhaustive``."""
+    import triton
+
+    from costmodel import model
+    from costmodel.dataset import canonical_json
+
+    t0 = time.perf_counter()
+    fam = get_family(family)
+    problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
+    hw = hw or hardware.current()
+    key = ResultCache.key(hw.gpu, fam.source_hash, family, problem, dtype, triton.__version__)
+    if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
+        return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
+    cost_model = cost_model or model.load_shipped(hw.gpu)
+    ranked = rank_candidates(family, problem, dtype, hw, cost_model)
+    default = fam.default_config(problem, dtype, hw)
+    top = ranked[:k]
+    extra = [] if default in top else [default]
+    bench.prefetch(family, problem, dtype, top + extra)
+    first = bench.measure(family, problem, dtype, top + extra)
+    ok = sorted((m for m in first[: len(top)] if m.ok), key=lambda m: m.latency_ms)
+    finalists = [m.config for m in ok[:FINALISTS]]
+    again = bench.measure(family, problem, dtype, finalists * ROUNDS) if len(finalists) > 1 else []
+    medians = _median_by_config([m for m in first if m.config in finalists] + again)
+    best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
+    default_m = first[top.index(default)] if default in top else first[-1]
+    exhaustive_best = None
+    all_ms = first + again
+    if exhaustive:
+        everything = bench.measure(family, problem, dtype, ranked)
+        all_ms += everything
+        oks = [m.latency_ms for m in everything if m.ok]
+        exhaustive_best = min(oks) if oks else None
+    result = TuneResult(
+        gpu=hw.gpu, kernel=family, problem=problem, dtype=dtype, candidates=len(ranked),
+        benchmarked=len(top) + len(extra),
+        best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None},
+        default_latency_ms=default_m.latency_ms if default_m.ok else None,
+        wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first)),
+        predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": m.latency_ms}
+                        for i, m in enumerate(first[: len(top)])],
+        exhaustive_best_ms=exhaustive_best, measurements=all_ms)
+    result.wall_s = time.perf_counter() - t0
+    if cache is not None and not exhaustive and best_cfg is not None:
+        cache.put(key, result.as_dict())
+    return result
+
+def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_model, k: int = 8) -> dict:
+    """Rank without a GPU (what a CPU machine can do): the model's top-k, nothing measured."""
+    t0 = time.perf_counter()
+    fam = get_family(family)
+    problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
+    ranked = rank_candidates(family, problem, dtype, hw, cost_model)
+    return {"gpu": hw.gpu, "kernel": family, "problem": problem, "dtype": dtype, "candidates": len(ranked),
+            "benchmarked": 0, "top": [{"rank": i + 1, "config": c} for i, c in enumerate(ranked[:k])],
+            "default_config": fam.default_config(problem, dtype, hw), "wall_s": time.perf_counter() - t0}
+
+__all__ = ["TuneResult", "predict", "rank_candidates", "tune"]
