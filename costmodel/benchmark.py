@@ -124,11 +124,14 @@ class CompilePool:
         return fut
 
     def result(self, fut: Future) -> dict | None:
-        """The compile outcome, or None when the pool broke (the timing worker then compiles it itself)."""
+        """The compile outcome, or None when the pool could not say (it broke, or the task failed outside the
+        compiler): the timing worker then compiles the config itself and records what happens."""
         try:
             return fut.result()
         except BrokenProcessPool:
             self._pool = None
+            return None
+        except Exception:  # noqa: BLE001
             return None
 
     def close(self) -> None:

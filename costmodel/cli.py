@@ -191,9 +191,12 @@ def train(data, gpu, out, track, extra_splits, trees, seed, as_json):
 @main.command()
 @click.option("--data", default="data", show_default=True, type=click.Path(), help="dataset root")
 @click.option("--model", "model_ref", default=None,
-              help="GPU slug of a shipped model or a model directory (default: the shipped model of the only GPU in --data)")
-@click.option("--split", "how", default="heldout", show_default=True, type=click.Choice(["heldout", "dissimilar", "family"]),
-              help="heldout: the model's own held-out groups; dissimilar/family: fresh models trained on the complement")
+              help="GPU slug of a shipped model or a model directory (default: the shipped model of the only GPU "
+                   "in --data)")
+@click.option("--split", "how", default="heldout", show_default=True,
+              type=click.Choice(["heldout", "dissimilar", "family"]),
+              help="heldout: the model's own held-out groups; dissimilar/family: fresh models trained on the "
+                   "complement")
 @click.option("--plots", default=None, type=click.Path(), help="write PNG plots into this directory")
 @click.option("--seed", default=0, show_default=True, help="seed for the dissimilar/family models")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
@@ -216,7 +219,8 @@ def evaluate(data, model_ref, how, plots, seed, as_json):
         ids = set(table["group_id"].to_pylist())
         if not held & ids:
             raise CostModelError(f"none of the model's {len(held)} held-out groups are in {data}")
-        ev = evaluation.evaluate(cm, model.select_groups(table, held & ids), model.select_groups(table, ids - held), how)
+        test, train = model.select_groups(table, held & ids), model.select_groups(table, ids - held)
+        ev = evaluation.evaluate(cm, test, train, how)
     else:
         ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed)
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
@@ -254,13 +258,14 @@ def models(as_json):
         registry["registered"] = tracking.registered_models()
     table = Table("kind", "name / gpu", "detail", title="models")
     for m in shipped:
-        table.add_row("shipped", str(m["gpu"]), m.get("error") or f"{m['path']}  top8 {m['top8_score']}  data {m['data_hash']}"
-                      + ("" if m["compatible"] else "  (other feature schema: retrain)"))
+        detail = m.get("error") or f"{m['path']}  top8 {m['top8_score']}  data {m['data_hash']}"
+        table.add_row("shipped", str(m["gpu"]), detail + ("" if m.get("compatible", True) else "  (retrain: features)"))
     for r in registry["registered"]:
         table.add_row("registered", r["name"], f"versions {r['versions']}  aliases {r['aliases']}")
     if registry["note"]:
         table.caption = registry["note"]
     _emit({"shipped": shipped, **registry}, as_json, table)
+
 
 if __name__ == "__main__":
     main()

@@ -320,7 +320,7 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
             evals[how] = evaluate_split(table, how, gpu, extra_params, seed)
     heldout = {**split.rule, "groups": list(split.test)}
     meta = model.new_meta(gpu, hw, table, fit_info, heldout, evals["heldout"].summary())
-    meta["extra_splits"] = {k: _headline(v.summary()) for k, v in evals.items() if k != "heldout"}
+    meta["extra_splits"] = {k: headline(v.summary()) for k, v in evals.items() if k != "heldout"}
     return booster, meta, evals
 
 
@@ -330,7 +330,8 @@ _HEADLINE = ("groups", "records", "top1_score", "top8_score", "p10_top8_score", 
              "random8_score", "default_score", "nearest8_score")
 
 
-def _headline(summary: dict) -> dict:
+def headline(summary: dict) -> dict:
+    """The figures reports lead with, overall and per kernel."""
     return {k: summary.get(k) for k in _HEADLINE} | {
         "per_kernel": {f: {k: v.get(k) for k in _HEADLINE} for f, v in summary.get("per_kernel", {}).items()}}
 

@@ -28,8 +28,8 @@ MODELS_DIR = Path(__file__).parent / "models"
 MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
 META_VERSION = 1
 # columns training and evaluation read: features' inputs, group identity and the measured result
-TRAIN_COLUMNS = (*features.COLUMNS, "gpu", "hw_name", "group_id", "source_hash", "exhaustive", "problem_json", "config_json",
-                 "status", "latency_ms")
+TRAIN_COLUMNS = (*features.COLUMNS, "gpu", "hw_name", "group_id", "source_hash", "exhaustive", "problem_json",
+                 "config_json", "status", "latency_ms")
 
 
 @dataclass(frozen=True)
@@ -87,7 +87,7 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
         gpu = gpus[0]
     table = dataset.read(root, list(TRAIN_COLUMNS), ds.field("gpu") == gpu)
     if table.num_rows == 0:
-        raise CostModelError(f"no measurements for GPU {gpu} under {root}" + (f" (GPUs: {', '.join(gpus)})" if gpus else ""))
+        raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu
 
 

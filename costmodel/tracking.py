@@ -12,6 +12,7 @@ import contextlib
 import json
 import sys
 import tempfile
+import warnings
 from importlib import metadata
 from pathlib import Path
 
@@ -42,15 +43,17 @@ def _pip_requirements() -> list[str]:
 
 
 def _metrics(evals: dict[str, evaluation.Evaluation]) -> dict[str, float]:
-    """Flat metric names without '@': held-out figures as they are (``top8_score``), other splits and kernels
-    prefixed (``dissimilar_top8_score``, ``heldout_matmul_top8_score``)."""
+    """Flat metric names without '@': every held-out figure as it is (``top8_score``); the headline figures of
+    other splits and of each kernel prefixed (``dissimilar_top8_score``, ``heldout_matmul_top8_score``)."""
     out: dict[str, float] = {}
     for how, ev in evals.items():
         s = ev.summary()
+        headline = evaluation.headline(s)
+        kept = s if how == "heldout" else headline
         prefix = "" if how == "heldout" else f"{how}_"
-        out.update({f"{prefix}{k}": v for k, v in s.items() if isinstance(v, (int, float)) and v is not None})
-        for kernel, ks in s["per_kernel"].items():
-            out.update({f"{how}_{kernel}_{k}": v for k, v in ks.items() if isinstance(v, (int, float)) and v is not None})
+        out.update({f"{prefix}{k}": v for k, v in kept.items() if isinstance(v, (int, float))})
+        for kernel, ks in headline["per_kernel"].items():
+            out.update({f"{how}_{kernel}_{k}": v for k, v in ks.items() if isinstance(v, (int, float))})
     return out
 
 
@@ -67,12 +70,15 @@ def _log_data_inputs(data_root: Path, meta: dict) -> None:
             m = json.loads(path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
             continue
-        rows.append({k: v if isinstance(v, (str, int, float, bool)) or v is None else json.dumps(v, default=str)
-                     for k, v in m.items()} | {"manifest": path.name})
-    df = pd.DataFrame(rows or [{"manifest": None}])
+        # one string column per top-level field: manifests differ in what they hold
+        rows.append({k: v if isinstance(v, str) else json.dumps(v, default=str) for k, v in m.items()}
+                    | {"manifest": path.name})
+    df = pd.DataFrame(rows or [{"manifest": ""}])
     d = meta["data"]
-    ds = mlflow.data.from_pandas(df, source=str(data_root.resolve()), name=f"{meta['gpu']}-measurements",
-                                 digest=d["hash"])
+    with warnings.catch_warnings():  # MLflow registers two sources for local paths and warns it picked one
+        warnings.simplefilter("ignore", UserWarning)
+        ds = mlflow.data.from_pandas(df, source=str(data_root.resolve()), name=f"{meta['gpu']}-measurements",
+                                     digest=d["hash"])
     mlflow.log_input(ds, context="training", tags={"rows": str(d["rows"]), "groups": str(d["groups"])})
     for path in manifests:
         mlflow.log_artifact(str(path), artifact_path="manifests")
@@ -103,13 +109,14 @@ def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluat
                            "data_groups": meta["data"]["groups"], "trees": meta["trees"],
                            "heldout_groups": len(meta["heldout"]["groups"]), "heldout_seed": meta["heldout"]["seed"],
                            **{f"xgb_{k}": v for k, v in meta["params"].items()}})
-        mlflow.log_metrics(_metrics(evals))
         _log_data_inputs(data_root, meta)
         for f in (model.META_FILE, model.CARD_FILE):
             if (model_dir / f).is_file():
                 mlflow.log_artifact(str(model_dir / f))
         info = mlflow.xgboost.log_model(booster, name="model", pip_requirements=_pip_requirements(),
                                         registered_model_name=name)
+        # after log_model, tied to it by id: logged before, log_model would fetch every metric's history
+        mlflow.log_metrics(_metrics(evals), model_id=info.model_id)
     version = str(info.registered_model_version)
     client = MlflowClient()
     for k, v in {"gpu": gpu, "data_hash": meta["data"]["hash"], "top8_score": meta["metrics"].get("top8_score"),
@@ -181,11 +188,15 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
 def registered_models() -> list[dict]:
     """Every ``costmodel-*`` registered model in the tracking store, with its aliases and versions."""
     from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
 
     client = MlflowClient()
     out = []
-    for rm in client.search_registered_models(filter_string="name LIKE 'costmodel-%'"):
-        versions = client.search_model_versions(f"name = '{rm.name}'")
-        out.append({"name": rm.name, "aliases": dict(rm.aliases), "versions": sorted(int(v.version) for v in versions),
-                    "tracking_uri": client.tracking_uri})
+    try:
+        for rm in client.search_registered_models(filter_string="name LIKE 'costmodel-%'"):
+            versions = client.search_model_versions(f"name = '{rm.name}'")
+            out.append({"name": rm.name, "aliases": dict(rm.aliases), "tracking_uri": client.tracking_uri,
+                        "versions": sorted(int(v.version) for v in versions)})
+    except MlflowException as e:
+        raise CostModelError(f"cannot list registered models at {client.tracking_uri}: {str(e).splitlines()[0]}") from None
     return out

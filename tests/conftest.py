@@ -46,14 +46,15 @@ def cli():
     return invoke_cli
 
 
-MODEL_TEST_GROUPS_PER_FAMILY = 24  # enough groups to hold some out, few enough to train in seconds
+# groups per family in the model tests' slice: enough to hold some out, few enough to train in seconds
+MODEL_TEST_GROUPS = {"exhaustive": 4, "sampled": 12}
 
 
 @pytest.fixture(scope="session")
 def slice_root(tmp_path_factory):
-    """A temporary dataset holding the real measurements of up to MODEL_TEST_GROUPS_PER_FAMILY groups per family
-    (exhaustively measured ones first) from data/ (or COSTMODEL_TEST_DATA), with the collector's manifests.
-    Skips while there are no measurements."""
+    """A temporary dataset holding the real measurements of a few groups per family (MODEL_TEST_GROUPS, first by
+    group id) from data/ (or COSTMODEL_TEST_DATA), with the collector's manifests. Skips while there are no
+    measurements."""
     import itertools
     import shutil
     from pathlib import Path
@@ -69,9 +70,10 @@ def slice_root(tmp_path_factory):
     except CostModelError as e:
         pytest.skip(f"no measurements to train on under {data} yet ({e})")
     info = evaluation.group_info(table).select(["group_id", "kernel", "exhaustive"]).to_pylist()
-    info.sort(key=lambda r: (r["kernel"], not r["exhaustive"], r["group_id"]))
-    picked = [r["group_id"] for _, rows in itertools.groupby(info, key=lambda r: r["kernel"])
-              for r in list(rows)[:MODEL_TEST_GROUPS_PER_FAMILY]]
+    info.sort(key=lambda r: (r["kernel"], bool(r["exhaustive"]), r["group_id"]))
+    picked = []
+    for (_, exhaustive), rows in itertools.groupby(info, key=lambda r: (r["kernel"], bool(r["exhaustive"]))):
+        picked += [r["group_id"] for r in list(rows)[:MODEL_TEST_GROUPS["exhaustive" if exhaustive else "sampled"]]]
     full = dataset.read(data, filter=pc.field("group_id").isin(picked))
     root = tmp_path_factory.mktemp("slice") / "data"
     for gpu, kernel in sorted(set(zip(full["gpu"].to_pylist(), full["kernel"].to_pylist()))):

@@ -100,3 +100,12 @@ def test_bad_input_errors():
         fam.check_config(p, "float16", bad, HW)
     with pytest.raises(CostModelError, match="not in"):
         fam.check_config(p, "float16", dict(bad, BLOCK_M=3), HW)
+
+
+@pytest.mark.parametrize("name", family_names())
+def test_inputs_have_a_shape_only_form_for_the_compile_pool(name):
+    fam = get_family(name)
+    problem = fam.problems(np.random.default_rng(5), 1)[0]
+    meta, real = fam.make_inputs(problem, fam.dtypes[0], "meta"), fam.make_inputs(TINY[name][0], fam.dtypes[0], "cpu")
+    assert all(t.device.type == "meta" for t in meta) and len(meta) == len(real)
+    assert fam.make_output(problem, fam.dtypes[0], "meta").device.type == "meta"

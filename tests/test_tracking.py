@@ -34,7 +34,9 @@ def mlflow_server(tmp_path_factory):
     proc = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
          "--backend-store-uri", f"sqlite:///{root}/mlflow.db", "--artifacts-destination", str(root / "artifacts"),
-         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root)
+         "--workers", "1"], stdout=log, stderr=subprocess.STDOUT, start_new_session=True, cwd=root,
+        # no background job runner (a dozen huey consumers): nothing here schedules server-side jobs
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
     uri = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 90
     try:
@@ -54,7 +56,7 @@ def mlflow_server(tmp_path_factory):
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
-            proc.wait(timeout=20)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             os.killpg(proc.pid, signal.SIGKILL)
             proc.wait()

@@ -24,7 +24,7 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, torch_dtype
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
 
 
 @triton.jit
@@ -200,7 +200,7 @@ class Attention(KernelFamily):
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
         import torch
 
-        g = torch.Generator(device=device).manual_seed(seed)
+        g = rand_generator(device, seed)
         shape = (problem["B"], problem["H"], problem["S"], problem["D"])
         return tuple(torch.randn(shape, device=device, generator=g).to(torch_dtype(dtype)) for _ in range(3))
 

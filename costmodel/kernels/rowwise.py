@@ -22,7 +22,7 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, torch_dtype
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
 
 
 @triton.jit
@@ -261,7 +261,7 @@ class RowwiseFamily(KernelFamily):
     def randn(self, shapes: list[tuple[int, ...]], dtype: str, device: str, seed: int) -> tuple:
         import torch
 
-        g = torch.Generator(device=device).manual_seed(seed)
+        g = rand_generator(device, seed)
         return tuple(torch.randn(*s, device=device, generator=g).to(torch_dtype(dtype)) for s in shapes)
 
     def make_output(self, problem: Problem, dtype: str, device: str):
