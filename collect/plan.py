@@ -14,6 +14,9 @@ from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
 
 
+ALIGNED_DIMS = ("M", "N", "K", "S")
+
+
 @dataclass(frozen=True)
 class GroupPlan:
     family: str
@@ -42,8 +45,18 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         n_exhaustive = max(1, math.ceil(exhaustive_share * n)) if exhaustive_share > 0 else 0
         plan: list[GroupPlan] = []
         seen: set[tuple] = set()
-        for problem in fam.problems(rng, n * 4):
-            dtype = kinds[len(seen) % len(kinds)]
+        problems = fam.problems(rng, n * 4)
+        # ground-truth groups take aligned shapes: they share compile classes, so a whole space compiles once
+        aligned = [p for p in problems if all(v % 16 == 0 for d, v in p.items() if d in ALIGNED_DIMS)]
+        stride = max(1, n // n_exhaustive) if n_exhaustive else 0
+        for problem in problems:
+            i = len(plan)
+            if i == n:
+                break
+            exhaustive = bool(stride) and i % stride == 0 and i // stride < n_exhaustive
+            if exhaustive and aligned:
+                problem = aligned.pop(0)
+            dtype = kinds[i % len(kinds)]
             key = (tuple(problem.items()), dtype)
             if key in seen:
                 continue
@@ -51,9 +64,6 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
             if not valid:
                 continue
             seen.add(key)
-            # spread over the run, so a run cut short still has ground-truth groups of every family
-            exhaustive = n_exhaustive > 0 and (len(seen) - 1) % max(1, n // n_exhaustive) == 0 \
-                and (len(seen) - 1) // max(1, n // n_exhaustive) < n_exhaustive
             if exhaustive:
                 configs = valid
             else:
@@ -62,8 +72,6 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
                 picks = [c for c in pools[dtype] if space.config_key(c) in valid_keys and c != default]
                 configs = ([default] if default in valid else []) + picks[: configs_per_group - 1]
             plan.append(GroupPlan(name, problem, dtype, tuple(configs), exhaustive))
-            if len(seen) == n:
-                break
         per_family_plans.append(plan)
     # interleave families (and their exhaustive groups) so a run cut short still covers every family
     return [g for row in itertools.zip_longest(*per_family_plans) for g in row if g is not None]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 
 import click
@@ -108,6 +109,10 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
         get_family(n)
     if groups < 1 or configs_per_group < 1:
         raise CostModelError("--groups and --configs-per-group must be positive")
+    def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, stop)
     device = "cpu" if interpreting() else "cuda"
     hw = hardware.KNOWN["nvidia-h200"] if device == "cpu" else hardware.current()
     plan = make_plan(names, groups, configs_per_group, dtypes.split(",") if dtypes else None, seed, hw,
@@ -170,8 +175,10 @@ def train(data, gpu, out, track, extra_splits, trees, seed, as_json):
     params = model.TrainParams(seed=seed)
     if trees is not None:
         params = dataclasses.replace(params, n_estimators=trees)
-    booster, meta, evals = evaluation.train_model(table, gpu, params, seed,
-                                                  dataclasses.replace(model.FAST, seed=seed) if extra_splits else None)
+    extra = dataclasses.replace(model.FAST, seed=seed) if extra_splits else None
+    with err_console.status(f"training on {table.num_rows} measurements of {gpu}" +
+                            (" (then the dissimilar and leave-one-family-out splits)" if extra_splits else "")):
+        booster, meta, evals = evaluation.train_model(table, gpu, params, seed, extra)
     out_dir = model.save(out or model.MODELS_DIR / gpu, booster, meta, evaluation.model_card(meta, evals))
     result = {"gpu": gpu, "out": str(out_dir), "data_hash": meta["data"]["hash"], "rows": meta["data"]["rows"],
               "groups": meta["data"]["groups"], "trees": meta["trees"], "heldout": meta["metrics"],
@@ -215,14 +222,15 @@ def evaluate(data, model_ref, how, plots, seed, as_json):
         cm = model.load(model_ref, gpu=None if Path(model_ref).is_dir() else model_ref)
         table, gpu = model.training_table(data, cm.gpu)
     if how == "heldout":
-        held = set(cm.meta["heldout"]["groups"])
+        held = set(cm.meta.get("heldout", {}).get("groups", []))
         ids = set(table["group_id"].to_pylist())
         if not held & ids:
             raise CostModelError(f"none of the model's {len(held)} held-out groups are in {data}")
         test, train = model.select_groups(table, held & ids), model.select_groups(table, ids - held)
         ev = evaluation.evaluate(cm, test, train, how)
     else:
-        ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed)
+        with err_console.status(f"training fresh models for the {how} split"):
+            ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed)
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
     if plots:
         from costmodel.plots import write_plots

@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
@@ -101,12 +102,13 @@ def write_shard(root: str | Path, gpu: str, kernel: str, run_id: str, rows: list
 
 
 class ShardWriter:
-    """Buffers rows per (gpu, kernel) and publishes a shard every ``flush_rows`` rows and on ``flush()``.
-    A crash loses only the rows not yet flushed."""
+    """Buffers rows per (gpu, kernel) and publishes a shard every ``flush_rows`` rows, every ``flush_s``
+    seconds and on ``flush()``. A crash loses only the rows not yet flushed."""
 
-    def __init__(self, root: str | Path, run_id: str, flush_rows: int = 2000):
-        self.root, self.run_id, self.flush_rows = Path(root), run_id, flush_rows
+    def __init__(self, root: str | Path, run_id: str, flush_rows: int = 2000, flush_s: float = 60.0):
+        self.root, self.run_id, self.flush_rows, self.flush_s = Path(root), run_id, flush_rows, flush_s
         self._buf: dict[tuple[str, str], list[dict]] = {}
+        self._last_flush = time.monotonic()
         self.shards: list[Path] = []
         self.rows_written = 0
 
@@ -115,6 +117,8 @@ class ShardWriter:
         buf.extend(rows)
         if len(buf) >= self.flush_rows:
             self._flush_one(gpu, kernel)
+        if time.monotonic() - self._last_flush > self.flush_s:
+            self.flush()
 
     def _flush_one(self, gpu: str, kernel: str) -> None:
         rows = self._buf.pop((gpu, kernel), [])
@@ -125,6 +129,7 @@ class ShardWriter:
     def flush(self) -> None:
         for gpu, kernel in list(self._buf):
             self._flush_one(gpu, kernel)
+        self._last_flush = time.monotonic()
 
 
 def dataset(root: str | Path) -> ds.Dataset:

@@ -27,7 +27,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from costmodel import dataset, model
+from costmodel import dataset, features, model
 from costmodel.errors import CostModelError
 from costmodel.kernels import get_family
 
@@ -79,8 +79,7 @@ class Evaluation:
 
 def group_info(table: pa.Table) -> pa.Table:
     """One row per group (table sorted by group): its first row's identity columns."""
-    _, codes = model.group_codes(table)
-    first = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1]]) if len(codes) else np.array([], int)
+    first = model.group_bounds(table)[:-1]
     cols = ["group_id", "kernel", "dtype", "exhaustive", "problem_json", "gpu", *(c for c in table.column_names
                                                                                    if c.startswith(("dim_", "hw_")))]
     return table.select(cols).take(first)
@@ -90,8 +89,7 @@ def _extents(info: pa.Table) -> np.ndarray:
     """log2 of each group's extent dims (NaN where a family has no such dim)."""
     dims = [d for d in dataset.DIMS if d not in _NON_EXTENT_DIMS]
     with np.errstate(divide="ignore"):
-        return np.log2(np.column_stack([np.asarray(pc.fill_null(pc.cast(info[f"dim_{d}"], pa.float64()), np.nan))
-                                        for d in dims]))
+        return np.log2(np.column_stack([features.numeric(info[f"dim_{d}"]) for d in dims]))
 
 
 def _unit_hash(ids: list[str], seed: int) -> np.ndarray:
@@ -248,8 +246,7 @@ def evaluate(cm: model.CostModel, test: pa.Table, train: pa.Table, split: str) -
     """Metrics of ``cm`` on every group of ``test`` (sorted by group) with at least one config that ran;
     ``train`` supplies the nearest-shape baseline."""
     scores = model.score(cm, test)
-    _, codes = model.group_codes(test)
-    bounds = np.flatnonzero(np.r_[True, codes[1:] != codes[:-1], True]) if len(codes) else np.array([0])
+    bounds = model.group_bounds(test)
     infos = group_info(test)
     ext = _extents(infos)
     nearest = _Nearest(train)

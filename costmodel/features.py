@@ -129,12 +129,13 @@ def _rowwise(vectors: int, accumulators: int, flops_per_element: int) -> Callabl
         single = bn >= N
         tiles = np.ceil(M / rows)
         # the family's estimates. Registers: row values (and the looped pass's accumulators), doubled for rows
-        # too unaligned for 8-byte loads, capped where the kernel would spill. Shared memory: pipelined loads,
-        # reduction scratch and, for norms on rows not 16-byte aligned, the output tile's layout conversion
+        # too unaligned for 8-byte loads, plus two a row, capped where the kernel would spill. Shared memory:
+        # pipelined loads of rows and vectors, reduction scratch and, for norms on rows not 16-byte aligned,
+        # the output tile's layout conversion
         row_bytes_align = np.gcd(np.nan_to_num(N).astype(np.int64), 16) * e
         values = per_thread * np.where(single, 1, 1 + accumulators) * np.where(row_bytes_align < 8, 2, 1)
-        regs = np.minimum(16 + np.floor(values), np.minimum(255, np.floor(65536 / (32 * c["num_warps"]))))
-        smem = ((c["num_stages"] - 1) * (rows + vectors) * bn * e + 8 * rows * c["num_warps"]
+        regs = np.minimum(np.floor(16 + 2 * rows + values), np.minimum(255, np.floor(65536 / (32 * c["num_warps"]))))
+        smem = ((c["num_stages"] - 1) * rows * (1 + vectors) * bn * e + 8 * rows * c["num_warps"]
                 + np.where((vectors > 0) & (row_bytes_align < 16), rows * bn * 4, 0))
         occupancy = _occupancy(c, smem, regs)
         return {
@@ -178,12 +179,13 @@ def _as_table(data: pa.Table | dict) -> pa.Table:
     return table
 
 
-def _numeric(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
+def numeric(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """float64 values, nulls as NaN."""
     return np.asarray(pc.fill_null(pc.cast(col, pa.float64()), np.nan))
 
 
-def _equals(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
+def equals(col: pa.ChunkedArray | pa.Array, value: str) -> np.ndarray:
+    """Boolean mask of ``col == value``, nulls False."""
     return np.asarray(pc.fill_null(pc.equal(col, value), False))
 
 
@@ -209,12 +211,12 @@ def feature_matrix(data: pa.Table | dict) -> np.ndarray:
     """The (rows x len(FEATURE_NAMES)) float32 feature matrix; missing values are NaN."""
     table = _as_table(data)
     n = table.num_rows
-    c: Cols = {d: _numeric(table[f"dim_{d}"]) for d in dataset.DIMS}
-    c.update({k: _numeric(table[f"cfg_{k}"]) for k in dataset.KNOBS})
-    c.update({h: _numeric(table[f"hw_{h}"]) for h in _HW})
-    dtype_masks = {d: _equals(table["dtype"], d) for d in DTYPE_BYTES}
+    c: Cols = {d: numeric(table[f"dim_{d}"]) for d in dataset.DIMS}
+    c.update({k: numeric(table[f"cfg_{k}"]) for k in dataset.KNOBS})
+    c.update({h: numeric(table[f"hw_{h}"]) for h in _HW})
+    dtype_masks = {d: equals(table["dtype"], d) for d in DTYPE_BYTES}
     c["e"] = np.select(list(dtype_masks.values()), list(DTYPE_BYTES.values()), np.nan).astype(np.float64)
-    family_masks = {f: _equals(table["kernel"], f) for f in family_names()}
+    family_masks = {f: equals(table["kernel"], f) for f in family_names()}
 
     derived = {t: np.full(n, np.nan) for t in _DERIVED}
     for fam, derive in _derivers().items():

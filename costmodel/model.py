@@ -97,7 +97,7 @@ def data_hash(table: pa.Table) -> str:
     h = hashlib.sha256()
     for name in ("group_id", "config_json", "status"):
         h.update("\x1f".join(pc.fill_null(table[name], "").to_pylist()).encode())
-    h.update(np.asarray(pc.fill_null(table["latency_ms"], np.nan), dtype=np.float64).tobytes())
+    h.update(features.numeric(table["latency_ms"]).tobytes())
     return h.hexdigest()[:16]
 
 
@@ -107,11 +107,16 @@ def group_codes(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
     return ids, codes
 
 
+def group_bounds(table: pa.Table) -> np.ndarray:
+    """Row offsets where each group starts, then the row count: group j is rows [b[j], b[j + 1])."""
+    _, codes = group_codes(table)
+    return np.flatnonzero(np.r_[True, codes[1:] != codes[:-1], True]) if len(codes) else np.array([0])
+
+
 def latencies(table: pa.Table) -> np.ndarray:
     """Latency per row, +inf for a config that did not run correctly."""
-    ok = np.asarray(pc.fill_null(pc.equal(table["status"], "ok"), False))
-    lat = np.asarray(pc.fill_null(table["latency_ms"], np.nan), dtype=np.float64)
-    return np.where(ok & np.isfinite(lat) & (lat > 0), lat, np.inf)
+    lat = features.numeric(table["latency_ms"])
+    return np.where(features.equals(table["status"], "ok") & np.isfinite(lat) & (lat > 0), lat, np.inf)
 
 
 def gains(table: pa.Table) -> np.ndarray:
@@ -155,10 +160,8 @@ def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, d
     n_valid = int(round(params.valid_fraction * len(ids))) if len(ids) >= 10 else 0
     valid_ids = set(ids[np.random.default_rng(params.seed).permutation(len(ids))[:n_valid]])
     train = select_groups(table, [i for i in ids if i not in valid_ids])
-    evals, dtrain = [], _dmatrix(train)
-    if valid_ids:
-        evals = [(dtrain, "train"), (_dmatrix(select_groups(table, valid_ids)), "valid")]
-    booster = xgb.train(params.xgb_params(), dtrain, num_boost_round=params.n_estimators, evals=evals,
+    evals = [(_dmatrix(select_groups(table, valid_ids)), "valid")] if valid_ids else []
+    booster = xgb.train(params.xgb_params(), _dmatrix(train), num_boost_round=params.n_estimators, evals=evals,
                         early_stopping_rounds=params.early_stopping_rounds if evals else None, verbose_eval=False)
     best = booster.best_iteration if evals else params.n_estimators - 1
     booster = booster[: best + 1]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import sys
 import tempfile
 import warnings
@@ -128,14 +129,16 @@ def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluat
             "registered_model": name, "version": version, "champion": decision}
 
 
-def _champion_meta(client, run_id: str) -> dict | None:
+def _run_meta(run_id: str) -> dict | None:
+    """The meta.json a training run logged, or None when it has none (or an unreadable one)."""
     import mlflow
+    from mlflow.exceptions import MlflowException
 
     with tempfile.TemporaryDirectory() as tmp:
         try:
             path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=model.META_FILE, dst_path=tmp)
             return json.loads(Path(path).read_text())
-        except Exception:  # noqa: BLE001 - an unreadable champion is treated as having no record
+        except (MlflowException, OSError, json.JSONDecodeError, UnicodeDecodeError):
             return None
 
 
@@ -155,8 +158,8 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
         current = client.get_model_version_by_alias(name, CHAMPION)
     except MlflowException:
         current = None
-    decision: dict = {"previous": None if current is None else current.version}
-    champ_meta = None if current is None else _champion_meta(client, current.run_id)
+    decision: dict = {"previous": None if current is None else str(current.version)}
+    champ_meta = None if current is None else _run_meta(current.run_id)
     if current is None:
         decision.update(promoted=True, reason="no champion yet")
     elif champ_meta is None or champ_meta.get("feature_names") != meta["feature_names"] or \
@@ -186,7 +189,11 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
 
 
 def registered_models() -> list[dict]:
-    """Every ``costmodel-*`` registered model in the tracking store, with its aliases and versions."""
+    """Every ``costmodel-*`` registered model in the tracking store, with its aliases and versions. A listing
+    answers quickly or fails: one retry and a 10 s timeout unless the environment says otherwise (MLflow's
+    defaults retry an unreachable server for minutes)."""
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+    os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "10")
     from mlflow import MlflowClient
     from mlflow.exceptions import MlflowException
 
@@ -195,8 +202,9 @@ def registered_models() -> list[dict]:
     try:
         for rm in client.search_registered_models(filter_string="name LIKE 'costmodel-%'"):
             versions = client.search_model_versions(f"name = '{rm.name}'")
-            out.append({"name": rm.name, "aliases": dict(rm.aliases), "tracking_uri": client.tracking_uri,
-                        "versions": sorted(int(v.version) for v in versions)})
+            out.append({"name": rm.name, "aliases": {a: str(v) for a, v in rm.aliases.items()},
+                        "versions": sorted(int(v.version) for v in versions), "tracking_uri": client.tracking_uri})
     except MlflowException as e:
-        raise CostModelError(f"cannot list registered models at {client.tracking_uri}: {str(e).splitlines()[0]}") from None
+        first_line = str(e).splitlines()[0]
+        raise CostModelError(f"cannot list registered models at {client.tracking_uri}: {first_line}") from None
     return out

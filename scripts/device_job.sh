@@ -18,7 +18,7 @@ for step in $steps; do
              timeout $left python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
              echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
              (cd /tmp && tar cf $OUT/data.tar data) ;;
-    repeat) timeout 200 python3 scripts/bench_repeat.py --data data --out $OUT/repeat.json 2>&1 | tail -3 ;;
+    repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;
   esac
 done
 echo "=== end $(date +%T)"

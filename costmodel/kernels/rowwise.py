@@ -135,6 +135,7 @@ class RowwiseFamily(KernelFamily):
     MIN_PER_THREAD = 2  # row values per thread; below it threads would hold copies of the same elements
     MIN_PER_THREAD_LOOPED = 8  # a chunk of fewer than 8 values per thread gives short, latency-bound loops
     MAX_PER_THREAD = 64
+    MAX_PER_THREAD_LOOPED = 32  # larger chunks buy nothing over a single pass (and spill)
     MAX_CHUNKS = 8  # a looped row takes at most this many chunks, or as many as 8192-element chunks take
     MAX_N = 1 << 20
 
@@ -182,25 +183,27 @@ class RowwiseFamily(KernelFamily):
 
     def registers(self, problem: Problem, dtype: str, config: Config) -> int:
         """Estimated registers per thread: the float32 row values (plus the looped pass's accumulators), doubled
-        where rows are too unaligned for 8-byte vector loads (one address per element). Fitted to ptxas -v on
-        sm_90 for all three families; under the cap (65536 / threads, at most 255) nothing spills much."""
+        where rows are too unaligned for 8-byte vector loads (one address per element), and two per row of
+        statistics. Fitted to ptxas -v on sm_90 (Triton 3.6) over ~5000 configs of the three families: under the
+        cap (65536 / threads, at most 255) few configs spill, and those under 150 bytes."""
         looped = config["BLOCK_N"] < problem["N"]
         narrow = align_of(problem["N"]) * DTYPE_BYTES[dtype] < 8
         values = self.per_thread(config) * (1 + (self.looped_accumulators if looped else 0)) * (2 if narrow else 1)
-        return int(16 + values)
+        return int(16 + 2 * config["ROWS"] + values)
 
     @staticmethod
     def register_cap(config: Config) -> int:
         return min(255, 65536 // (32 * config["num_warps"]))
 
     def smem_bytes(self, problem: Problem, dtype: str, config: Config) -> int:
-        """Buffers of pipelined loads (num_stages - 1 chunks of the rows and of each parameter vector, what Triton
-        allocates), the cross-warp reduction scratch and, for the norms on rows not 16-byte aligned, the output
-        tile's layout conversion (its loads and the aligned parameter loads get different layouts)."""
+        """Buffers of pipelined loads (num_stages - 1 chunks of the rows and of each parameter vector, loaded at
+        the rows' shape: what Triton allocates), the cross-warp reduction scratch and, for the norms on rows not
+        16-byte aligned, the output tile's layout conversion (its loads and the aligned parameter loads get
+        different layouts)."""
         bn, rows, e = config["BLOCK_N"], config["ROWS"], DTYPE_BYTES[dtype]
         scratch = 2 * 4 * rows * config["num_warps"]
         convert = rows * bn * 4 if self.vectors and align_of(problem["N"]) * e < 16 else 0
-        return (config["num_stages"] - 1) * (rows + self.vectors) * bn * e + scratch + convert
+        return (config["num_stages"] - 1) * rows * (1 + self.vectors) * bn * e + scratch + convert
 
     def resident(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> int:
         """Programs one SM holds at once (warp slots, estimated registers, shared memory): a persistent grid
@@ -229,7 +232,8 @@ class RowwiseFamily(KernelFamily):
         if bn >= N:
             if bn != self.single_block(N):  # single pass: only the smallest covering block
                 return False
-        elif bn < min(next_pow2(triton.cdiv(N, self.MAX_CHUNKS)), 8192) or per_thread < self.MIN_PER_THREAD_LOOPED:
+        elif bn < min(next_pow2(triton.cdiv(N, self.MAX_CHUNKS)), 8192) or not (
+                self.MIN_PER_THREAD_LOOPED <= per_thread <= self.MAX_PER_THREAD_LOOPED):
             return False
         if self.registers(problem, dtype, config) > self.register_cap(config):
             return False
