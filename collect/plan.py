@@ -70,6 +70,10 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
                 default = fam.default_config(problem, dtype, hw)
                 valid_keys = {space.config_key(c) for c in valid}
                 picks = [c for c in pools[dtype] if space.config_key(c) in valid_keys and c != default]
+                picked = {space.config_key(c) for c in picks}
+                # small valid spaces (decode shapes) meet few pool configs: top up from the whole valid space
+                top_up = [c for c in valid if space.config_key(c) not in picked and c != default]
+                picks += [top_up[j] for j in rng.permutation(len(top_up))]
                 configs = ([default] if default in valid else []) + picks[: configs_per_group - 1]
             plan.append(GroupPlan(name, problem, dtype, tuple(configs), exhaustive))
         per_family_plans.append(plan)

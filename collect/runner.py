@@ -21,6 +21,8 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from collect.plan import GroupPlan
 
+READY_WINDOW = 16  # groups looked at when choosing the next one to measure
+
 
 def software_versions() -> dict:
     import torch
@@ -70,7 +72,12 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
     try:
         with progress:
             task = progress.add_task("collect", total=total, ok=0, failed=0, rate=0.0, best="")
-            for g, gid, todo in work:
+            while work:
+                # measure the first group whose configs are all compiled, so the GPU never waits on the pool
+                # while another group is ready (a whole-space group needs many compiles)
+                ready = (i for i, w in enumerate(work[:READY_WINDOW]) if bench.ready(w[0].family, w[0].problem,
+                                                                                   w[0].dtype, w[2]))
+                g, gid, todo = work.pop(next(ready, 0))
                 if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
                     state = "budget"
                     break

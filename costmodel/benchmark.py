@@ -56,6 +56,14 @@ class Benchmarker(Protocol):
         """One measurement per config, in order; failures are measurements with their status."""
         ...
 
+    def prefetch(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> None:
+        """Start whatever measuring these later needs (compilation), without waiting."""
+        ...
+
+    def ready(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> bool:
+        """Whether measure() would start at once."""
+        ...
+
 
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
@@ -242,7 +250,7 @@ class IsolatedBenchmarker:
     compile_workers: int = 0  # 0: one per core but two; none when interpreting
     timeout_s: float = 30.0
     budget_ms: float = 5.0  # kernel time to spend per config: reps = budget / one run, within [min, max]
-    min_reps: int = 5
+    min_reps: int = 3
     max_reps: int = 40
     seed: int = 0
     restarts: int = field(default=0, init=False)
@@ -294,6 +302,13 @@ class IsolatedBenchmarker:
             fam = get_family(family)
             for c in configs:
                 self.pool.submit(fam, family, problem, dtype, c)
+
+    def ready(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> bool:
+        """Whether every config is compiled (or failed to), so measuring it would not wait on the pool."""
+        if not self.pool:
+            return True
+        fam = get_family(family)
+        return all(self.pool.submit(fam, family, problem, dtype, c).done() for c in configs)
 
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
         fam = get_family(family)
@@ -377,6 +392,9 @@ class ReplayBenchmarker:
 
     def prefetch(self, *args) -> None:
         pass
+
+    def ready(self, *args) -> bool:
+        return True
 
     def close(self) -> None:
         pass
