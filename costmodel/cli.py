@@ -266,7 +266,8 @@ def models(as_json):
         registry["registered"] = tracking.registered_models()
     table = Table("kind", "name / gpu", "detail", title="models")
     for m in shipped:
-        detail = m.get("error") or f"{m['path']}  top8 {m['top8_score']}  data {m['data_hash']}"
+        top8 = "-" if m.get("top8_score") is None else f"{m['top8_score']:.3f}"
+        detail = m.get("error") or f"{m['path']}  top8 {top8}  data {m['data_hash']}"
         table.add_row("shipped", str(m["gpu"]), detail + ("" if m.get("compatible", True) else "  (retrain: features)"))
     for r in registry["registered"]:
         table.add_row("registered", r["name"], f"versions {r['versions']}  aliases {r['aliases']}")
