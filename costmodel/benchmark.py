@@ -370,20 +370,26 @@ class ReplayBenchmarker:
     """Answers with recorded measurements from a dataset table (configs never recorded raise KeyError)."""
 
     def __init__(self, table):
-        import json
-
         cols = table.select(["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms"]).to_pylist()
-        self._rows = {
-            (r["kernel"], r["problem_json"], r["dtype"], r["config_json"]): r for r in cols
-        }
-        self._json = json
+        self._rows = {(r["kernel"], r["problem_json"], r["dtype"], r["config_json"]): r for r in cols}
+        self.calls = 0
 
     def key(self, family: str, problem: Problem, dtype: str, config: Config) -> tuple:
         from costmodel.dataset import canonical_json
 
         return (family, canonical_json(problem), dtype, canonical_json(config))
 
+    def recorded_configs(self, family: str, problem: Problem, dtype: str) -> list[Config]:
+        """The configs this replay can answer for (a tuner's candidates when replaying)."""
+        import json
+
+        from costmodel.dataset import canonical_json
+
+        pj = canonical_json(problem)
+        return [json.loads(k[3]) for k in self._rows if k[:3] == (family, pj, dtype)]
+
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
+        self.calls += 1
         out = []
         for c in configs:
             r = self._rows[self.key(family, problem, dtype, c)]

@@ -276,5 +276,83 @@ def models(as_json):
     _emit({"shipped": shipped, **registry}, as_json, table)
 
 
+def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | None):
+    """The hardware to tune for: the visible GPU, or with --predict-only the model's GPU (no GPU needed)."""
+    from costmodel import hardware, model
+
+    if not predict_only:
+        hw = hardware.current()
+        if gpu and gpu != hw.gpu:
+            raise CostModelError(f"--gpu {gpu} but the visible GPU is {hw.gpu}")
+        return hw, model.load(cost_model_ref or hw.gpu, gpu=hw.gpu)
+    shipped = [m["gpu"] for m in model.shipped() if "error" not in m]
+    gpu = gpu or (shipped[0] if len(shipped) == 1 and not cost_model_ref else None)
+    cm = model.load(cost_model_ref or gpu, gpu=gpu) if (cost_model_ref or gpu) else None
+    if cm is None:
+        raise CostModelError(f"--predict-only needs --gpu (shipped models: {', '.join(shipped) or 'none'})")
+    return hardware.HardwareRecord(**cm.meta["hardware"]), cm
+
+
+@main.command()
+@click.option("--kernel", "family", required=True, help="kernel family (see `costmodel kernels`)")
+@click.option("--shape", required=True, help="problem dims, e.g. M=4096,N=4096,K=4096")
+@click.option("--dtype", default="float16", show_default=True)
+@click.option("-k", "k", default=8, show_default=True, help="configs to benchmark: the model's top k")
+@click.option("--exhaustive", is_flag=True, help="also time the whole valid space, for comparison")
+@click.option("--predict-only", is_flag=True, help="rank without a GPU; nothing is measured")
+@click.option("--record", is_flag=True, help="append the measurements to the dataset at --data")
+@click.option("--data", default="data", show_default=True, type=click.Path())
+@click.option("--gpu", default=None, help="GPU slug (with --predict-only: whose model ranks)")
+@click.option("--model", "model_ref", default=None, help="model directory or GPU slug (default: the shipped one)")
+@click.option("--no-cache", is_flag=True, help="neither read nor write the result cache")
+@click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
+@handle_errors
+def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, model_ref, no_cache, as_json):
+    """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
+    from costmodel.kernels import get_family
+
+    fam = get_family(family)
+    problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
+    if k < 1:
+        raise CostModelError("-k must be at least 1")
+    if predict_only and (exhaustive or record):
+        raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
+    hw, cm = _tune_hardware(gpu, predict_only, model_ref)
+    if predict_only:
+        from tuner.tune import predict
+
+        out = predict(family, problem, dtype, hw, cm, k)
+        table = Table("rank", "config", title=f"{family} {dtype} {json.dumps(problem)}: predicted top {k} of "
+                                              f"{out['candidates']} ({out['wall_s'] * 1e3:.0f} ms, nothing measured)")
+        for row in out["top"]:
+            table.add_row(str(row["rank"]), json.dumps(row["config"]))
+        return _emit(out, as_json, table)
+
+    from costmodel import dataset
+    from costmodel.benchmark import IsolatedBenchmarker
+    from tuner.cache import ResultCache
+    from tuner.tune import record as record_result
+    from tuner.tune import tune as tune_problem
+
+    with IsolatedBenchmarker(hw, compile_workers=min(k + 1, 16)) as bench:
+        result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
+                              cache=None if no_cache else ResultCache())
+    out = result.as_dict()
+    if record and not result.cached:
+        out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
+    default = result.default_latency_ms
+    table = Table("rank", "config", "ms", "x default", title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: "
+                  f"top {k} of {result.candidates} in {result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
+    for row in result.predicted_rank:
+        ms = row["latency_ms"]
+        table.add_row(str(row["rank"]), json.dumps(row["config"]), f"{ms:.4f}" if ms else row["status"],
+                      f"{default / ms:.2f}" if ms and default else "")
+    best = result.best
+    table.caption = (f"best {best['latency_ms']:.4f} ms {json.dumps(best['config'])}; default "
+                     f"{default if default is None else f'{default:.4f}'} ms"
+                     + (f"; exhaustive best {result.exhaustive_best_ms:.4f} ms" if result.exhaustive_best_ms else ""))
+    _emit(out, as_json, table)
+
+
 if __name__ == "__main__":
     main()

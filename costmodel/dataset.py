@@ -50,6 +50,12 @@ FILE_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in PARTITIONS], metadat
 REQUIRED = ("group_id", "problem_json", "config_json", "dtype", "status", "latency_ms")
 
 
+def new_run_id() -> str:
+    from datetime import datetime, timezone
+
+    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+
+
 def canonical_json(d: dict) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
@@ -75,6 +81,19 @@ def row_columns(problem: dict, config: dict) -> dict:
     out.update({f"cfg_{k}": config.get(k) for k in KNOBS})
     out["problem_json"], out["config_json"] = canonical_json(problem), canonical_json(config)
     return out
+
+
+def measurement_rows(hw: HardwareRecord, software: dict, run_id: str, family: str, source_hash: str, gid: str,
+                     exhaustive: bool, problem: dict, dtype: str, measurements: list) -> list[dict]:
+    """FILE_SCHEMA rows for one group's measurements (``costmodel.benchmark.Measurement``)."""
+    from datetime import datetime, timezone
+
+    base = {"run_id": run_id, "ts": datetime.now(timezone.utc), **hw_columns(hw), **software, "kernel": family,
+            "source_hash": source_hash, "group_id": gid, "exhaustive": exhaustive, "dtype": dtype}
+    return [{**base, **row_columns(problem, m.config), "status": m.status, "latency_ms": m.latency_ms,
+             "p20_ms": m.p20_ms, "p80_ms": m.p80_ms, "min_ms": m.min_ms, "reps": m.reps, "compile_s": m.compile_s,
+             "rel_err": m.rel_err, "n_regs": m.n_regs, "n_spills": m.n_spills, "shared_bytes": m.shared_bytes,
+             "error": m.error} for m in measurements]
 
 
 def _fsync_dir(path: Path) -> None:

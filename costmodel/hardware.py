@@ -68,3 +68,22 @@ def for_gpu(gpu: str) -> HardwareRecord:
 
         raise CostModelError(f"no hardware record for GPU {gpu!r}; known: {', '.join(KNOWN)}")
     return KNOWN[gpu]
+
+
+def software_versions() -> dict:
+    """Provenance columns: triton, torch, CUDA, driver and costmodel versions of this host."""
+    import subprocess
+
+    import torch
+    import triton
+
+    import costmodel
+
+    driver = None
+    try:
+        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                capture_output=True, text=True, timeout=10).stdout.split("\n")[0].strip() or None
+    except (OSError, subprocess.SubprocessError):
+        pass
+    return {"triton_version": triton.__version__, "torch_version": torch.__version__,
+            "cuda_version": torch.version.cuda, "driver_version": driver, "costmodel_version": costmodel.__version__}

@@ -41,11 +41,12 @@ class TuneResult:
         d.pop("measurements")
         return d
 
-def rank_candidates(family: str, problem: Problem, dtype: str, hw: HardwareRecord, cost_model) -> list[Config]:
-    """Every valid config of the problem, predicted fastest first."""
+def rank_candidates(family: str, problem: Problem, dtype: str, hw: HardwareRecord, cost_model,
+                    configs: list[Config] | None = None) -> list[Config]:
+    """``configs`` (default: every valid config of the problem), predicted fastest first."""
     from costmodel import features, model
 
-    configs = space.enumerate_valid(get_family(family), problem, dtype, hw)
+    configs = space.enumerate_valid(get_family(family), problem, dtype, hw) if configs is None else configs
     order = model.rank(cost_model, features.candidates_table(family, problem, dtype, configs, hw))
     return [configs[i] for i in order]
 
@@ -59,9 +60,11 @@ def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
-         hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False) -> TuneResult:
+         hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
+         configs: list[Config] | None = None) -> TuneResult:
     """Tune one problem on the current GPU (or ``hw`` with a replay benchmarker). ``cost_model`` defaults to
-    the shipped model for the GPU; the result is cached unless ``exhaustive``."""
+    the shipped model for the GPU; ``configs`` restricts the candidates (default: the whole valid space; a
+    replay can only answer for recorded ones); the result is cached unless ``exhaustive``."""
     import triton
 
     from costmodel import model
@@ -75,10 +78,10 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
     cost_model = cost_model or model.load_shipped(hw.gpu)
-    ranked = rank_candidates(family, problem, dtype, hw, cost_model)
+    ranked = rank_candidates(family, problem, dtype, hw, cost_model, configs)
     default = fam.default_config(problem, dtype, hw)
     top = ranked[:k]
-    extra = [] if default in top else [default]
+    extra = [] if default in top or default not in ranked else [default]
     bench.prefetch(family, problem, dtype, top + extra)
     first = bench.measure(family, problem, dtype, top + extra)
     ok = sorted((m for m in first[: len(top)] if m.ok), key=lambda m: m.latency_ms)
@@ -86,7 +89,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     again = bench.measure(family, problem, dtype, finalists * ROUNDS) if len(finalists) > 1 else []
     medians = _median_by_config([m for m in first if m.config in finalists] + again)
     best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
-    default_m = first[top.index(default)] if default in top else first[-1]
+    default_m = first[top.index(default)] if default in top else (first[-1] if extra else None)
     exhaustive_best = None
     all_ms = first + again
     if exhaustive:
@@ -98,7 +101,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         gpu=hw.gpu, kernel=family, problem=problem, dtype=dtype, candidates=len(ranked),
         benchmarked=len(top) + len(extra),
         best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None},
-        default_latency_ms=default_m.latency_ms if default_m.ok else None,
+        default_latency_ms=default_m.latency_ms if default_m is not None and default_m.ok else None,
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first)),
         predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": m.latency_ms}
                         for i, m in enumerate(first[: len(top)])],
@@ -119,3 +122,23 @@ def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_mod
             "default_config": fam.default_config(problem, dtype, hw), "wall_s": time.perf_counter() - t0}
 
 __all__ = ["TuneResult", "predict", "rank_candidates", "tune"]
+
+
+def record(result: TuneResult, root, hw: HardwareRecord, run_id: str) -> int:
+    """Append a tuning run's measurements to the dataset (one row per config: its first measurement), so each
+    tuning run grows the data. Returns the rows written."""
+    from costmodel import dataset
+    from costmodel.hardware import software_versions
+
+    fam = get_family(result.kernel)
+    first: dict[str, Measurement] = {}
+    for m in result.measurements:
+        first.setdefault(dataset.canonical_json(m.config), m)
+    gid = dataset.group_id(hw.gpu, result.kernel, fam.source_hash, result.problem, result.dtype)
+    done = dataset.measured_pairs(root, [gid])
+    fresh = [m for key, m in first.items() if (gid, key) not in done]
+    if fresh:
+        rows = dataset.measurement_rows(hw, software_versions(), run_id, result.kernel, fam.source_hash, gid,
+                                        result.exhaustive_best_ms is not None, result.problem, result.dtype, fresh)
+        dataset.write_shard(root, hw.gpu, result.kernel, run_id, rows)
+    return len(fresh)

@@ -1,0 +1,133 @@
+"""Tuner: replay on held-out groups of the real H200 data, result cache, recording, and the CLI's bad input."""
+
+import json
+import multiprocessing as mp
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from click.testing import CliRunner
+
+from costmodel import dataset, model
+from costmodel.benchmark import ReplayBenchmarker
+from costmodel.cli import main
+from costmodel.hardware import KNOWN
+from tuner.cache import ResultCache
+from tuner.tune import record, tune
+
+HW = KNOWN["nvidia-h200"]
+
+
+@pytest.fixture(scope="module")
+def heldout():
+    """The shipped model and the recorded rows of the groups it never saw in training."""
+    cm = model.load_shipped("nvidia-h200")
+    t = dataset.read("data")
+    if t.num_rows == 0:
+        pytest.skip("no data under data/")
+    t = t.filter(pc.is_in(t["group_id"], pa.array(cm.meta["heldout"]["groups"])))
+    return cm, t
+
+
+def _groups(t: pa.Table):
+    for gid in sorted(set(t["group_id"].to_pylist())):
+        g = t.filter(pc.equal(t["group_id"], gid))
+        r = g.slice(0, 1).to_pylist()[0]
+        yield r["kernel"], json.loads(r["problem_json"]), r["dtype"], pc.min(g["latency_ms"]).as_py()
+
+
+def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
+    cm, t = heldout
+    bench = ReplayBenchmarker(t)
+    ratios, random8 = [], []
+    for family, problem, dtype, best in _groups(t):
+        cands = bench.recorded_configs(family, problem, dtype)
+        res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands)
+        assert res.benchmarked <= 9 and res.candidates == len(cands)
+        ratios.append(best / res.best["latency_ms"])
+        lat = np.sort([m.latency_ms for m in bench.measure(family, problem, dtype, cands)])
+        n = len(lat)  # expected best-of-8 of a random draw without replacement, exactly
+        p_min = np.array([np.prod([(n - i - j) / (n - j) for j in range(min(8, n))]) for i in range(n)])
+        p_min = -np.diff(np.append(p_min, 0.0)) if n > 8 else np.eye(n)[0]
+        random8.append(best / float(np.dot(p_min, lat)))
+    geo = float(np.exp(np.mean(np.log(ratios))))
+    assert len(ratios) >= 40
+    assert geo > float(np.exp(np.mean(np.log(random8)))) + 0.05, "no better than benchmarking 8 random configs"
+    print(f"replay tune k=8 on {len(ratios)} held-out groups: geomean {geo:.4f}, p10 {np.quantile(ratios, 0.1):.4f}")
+    assert geo >= 0.97, f"geomean {geo:.4f} of the recorded best"
+
+
+def test_second_tune_answers_from_the_cache(heldout, tmp_path):
+    cm, t = heldout
+    family, problem, dtype, _ = next(_groups(t))
+    bench, cache = ReplayBenchmarker(t), ResultCache(tmp_path)
+    cands = bench.recorded_configs(family, problem, dtype)
+    first = tune(family, problem, dtype, bench, cost_model=cm, hw=HW, cache=cache, configs=cands)
+    calls = bench.calls
+    second = tune(family, problem, dtype, bench, cost_model=cm, hw=HW, cache=cache, configs=cands)
+    assert not first.cached and second.cached and bench.calls == calls
+    assert second.best == first.best and second.problem == problem
+
+
+def _write(root, key, value, n):
+    cache = ResultCache(root)
+    for i in range(n):
+        cache.put(key, {"writer": value, "i": i, "pad": "x" * 20000})
+        got = cache.get(key)
+        assert got is not None and got["pad"] == "x" * 20000
+
+
+def test_cache_survives_concurrent_writers(tmp_path):
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_write, args=(tmp_path, "samekey", w, 50)) for w in range(6)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(60)
+    assert all(p.exitcode == 0 for p in procs), "a reader saw a partial entry"
+    entry = ResultCache(tmp_path).get("samekey")
+    assert entry["writer"] in range(6) and entry["i"] == 49
+    assert not list(tmp_path.glob(".tmp-*")), "temp files left behind"
+
+
+def test_record_grows_the_dataset_once(heldout, tmp_path):
+    cm, t = heldout
+    family, problem, dtype, _ = next(_groups(t))
+    bench = ReplayBenchmarker(t)
+    res = tune(family, problem, dtype, bench, cost_model=cm, hw=HW, configs=bench.recorded_configs(family, problem, dtype))
+    n = record(res, tmp_path, HW, "tune-1")
+    assert n == len({dataset.canonical_json(m.config) for m in res.measurements}) >= 8
+    assert record(res, tmp_path, HW, "tune-2") == 0, "recorded twice"
+    back = dataset.read(tmp_path)
+    assert back.num_rows == n and set(back["kernel"].to_pylist()) == {family}
+
+
+def test_predict_only_ranks_valid_configs_on_the_cpu():
+    r = CliRunner().invoke(main, ["tune", "--kernel", "matmul", "--shape", "M=4096,N=4096,K=4096", "--predict-only",
+                                  "-k", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    out = json.loads(r.stdout)
+    from costmodel.kernels import get_family
+
+    fam = get_family("matmul")
+    assert out["candidates"] > 500 and len(out["top"]) == 5
+    assert all(fam.is_valid(out["problem"], "float16", row["config"], HW) for row in out["top"])
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--kernel", "conv9d", "--shape", "M=1"], "unknown kernel family"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64"], "missing K"),
+    (["--kernel", "matmul", "--shape", "M=64,N=0,K=64"], "must be an integer >= 1"),
+    (["--kernel", "matmul", "--shape", "M64,N=64"], "bad shape"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--dtype", "float64"], "does not support dtype"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64"], "no CUDA GPU is visible"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--predict-only", "--gpu", "nvidia-b200"], "no model at"),
+])
+def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, monkeypatch):
+    monkeypatch.setenv("COSTMODEL_CACHE_DIR", str(tmp_path / "cache"))
+    r = CliRunner().invoke(main, ["tune", *args, "--record", "--data", str(tmp_path / "data")]
+                           if "--predict-only" not in args else ["tune", *args])
+    assert r.exit_code == 2
+    assert message in r.stderr and r.stderr.count("\n") == 1
+    assert not (tmp_path / "data").exists() and not (tmp_path / "cache").exists()
