@@ -1,0 +1,152 @@
+"""H200: tune (k=8, cold cache, compile included) on problems absent from the data, against the exhaustive best
+of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
+1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
+
+    PYTHONPATH=. python3 scripts/bench_tune.py [--problems 20] [--helion] [--out bench_tune.json]
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import tempfile
+import time
+
+import click
+import numpy as np
+
+from costmodel import dataset, hardware, model
+from costmodel.benchmark import IsolatedBenchmarker
+from costmodel.kernels import get_family
+from tuner.cache import ResultCache
+from tuner.tune import tune
+
+# shapes no collection plan drew (checked against data/ at start): large, skinny, odd, both dtypes
+PROBLEMS = [
+    ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "float16"), ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "bfloat16"),
+    ("matmul", {"M": 7168, "N": 7168, "K": 7168}, "float16"), ("matmul", {"M": 64, "N": 7168, "K": 7168}, "float16"),
+    ("matmul", {"M": 3000, "N": 5000, "K": 1000}, "bfloat16"), ("matmul", {"M": 24, "N": 14336, "K": 4096}, "float16"),
+    ("matmul", {"M": 6144, "N": 2816, "K": 2048}, "bfloat16"),
+    ("attention", {"B": 2, "H": 24, "S": 3072, "D": 128, "CAUSAL": 1}, "bfloat16"),
+    ("attention", {"B": 4, "H": 16, "S": 1500, "D": 64, "CAUSAL": 0}, "float16"),
+    ("attention", {"B": 1, "H": 40, "S": 6000, "D": 128, "CAUSAL": 0}, "float16"),
+    ("softmax", {"M": 6000, "N": 7168}, "float16"), ("softmax", {"M": 300, "N": 151936}, "bfloat16"),
+    ("softmax", {"M": 20000, "N": 3000}, "float16"),
+    ("layernorm", {"M": 12000, "N": 6144}, "bfloat16"), ("layernorm", {"M": 77, "N": 9000}, "float16"),
+    ("layernorm", {"M": 30000, "N": 2048}, "float16"),
+    ("rmsnorm", {"M": 10000, "N": 7168}, "float16"), ("rmsnorm", {"M": 5, "N": 14336}, "bfloat16"),
+    ("rmsnorm", {"M": 24000, "N": 1536}, "bfloat16"), ("rmsnorm", {"M": 2500, "N": 3000}, "float16"),
+]
+
+
+def random8(latencies: list[float], draws: int = 2000, seed: int = 0) -> float:
+    rng, lat = np.random.default_rng(seed), np.array(latencies)
+    return float(np.mean([lat[rng.choice(len(lat), min(8, len(lat)), replace=False)].min() for _ in range(draws)]))
+
+
+def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
+    """triton.autotune over the family's whole valid list: wall time (compile included) and its pick."""
+    import torch
+    import triton
+
+    from costmodel import space
+    from costmodel.kernels.matmul import matmul_kernel
+
+    fam = get_family("matmul")
+    configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if not c["TMA"] and not c["PERSISTENT"]]
+    tconfigs = [triton.Config({k: v for k, v in c.items() if k not in ("num_warps", "num_stages")},
+                              num_warps=c["num_warps"], num_stages=c["num_stages"]) for c in configs]
+    tuned = triton.autotune(configs=tconfigs, key=["M", "N", "K"])(matmul_kernel)
+    a, b = fam.make_inputs(problem, dtype, "cuda")
+    c = fam.make_output(problem, dtype, "cuda")
+    M, N, K = problem["M"], problem["N"], problem["K"]
+    t0 = time.perf_counter()
+    tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](
+        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 0)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    return {"configs": len(configs), "wall_s": wall, "best_ms": min(tuned.configs_timings.values())[0]
+            if isinstance(min(tuned.configs_timings.values()), list) else min(tuned.configs_timings.values()),
+            "best_config": str(tuned.best_config)}
+
+
+def helion_quick_matmul(problem: dict, dtype: str) -> dict:
+    import helion
+    import helion.language as hl
+    import torch
+
+    @helion.kernel(autotune_effort="quick")
+    def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        m, k = x.size()
+        _, n = y.size()
+        out = torch.empty([m, n], dtype=x.dtype, device=x.device)
+        for tile_m, tile_n in hl.tile([m, n]):
+            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
+            for tile_k in hl.tile(k):
+                acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
+            out[tile_m, tile_n] = acc
+        return out
+
+    a, b = get_family("matmul").make_inputs(problem, dtype, "cuda")
+    t0 = time.perf_counter()
+    matmul(a, b)
+    torch.cuda.synchronize()
+    wall = time.perf_counter() - t0
+    from triton.testing import do_bench
+
+    return {"wall_s": wall, "latency_ms": do_bench(lambda: matmul(a, b), return_mode="median")}
+
+
+@click.command()
+@click.option("--problems", default=len(PROBLEMS))
+@click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
+@click.option("--out", default="bench_tune.json")
+def main(problems: int, helion: bool, out: str) -> None:
+    import torch
+    import torch.nn.functional as F  # noqa: F401
+
+    hw = hardware.current()
+    cm = model.load_shipped(hw.gpu)
+    seen = set(dataset.read("data", ["problem_json"])["problem_json"].to_pylist())
+    rows = []
+    for family, problem, dtype in PROBLEMS[:problems]:
+        assert dataset.canonical_json(problem) not in seen, f"{problem} is in the data"
+        with tempfile.TemporaryDirectory() as cache_dir, IsolatedBenchmarker(hw, compile_workers=9) as bench:
+            res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, cache=ResultCache(cache_dir))
+        with IsolatedBenchmarker(hw) as bench:  # the whole valid space, for the exhaustive best and random-8
+            from costmodel import space
+
+            everything = bench.measure(family, problem, dtype,
+                                       space.enumerate_valid(get_family(family), problem, dtype, hw))
+        oks = [m.latency_ms for m in everything if m.ok]
+        row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res.candidates,
+               "tune_wall_s": res.wall_s, "tune_compile_s": res.compile_s, "tune_ms": res.best["latency_ms"],
+               "exhaustive_best_ms": min(oks), "random8_ms": random8(oks), "default_ms": res.default_latency_ms}
+        row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
+        row["random8_score"] = row["exhaustive_best_ms"] / row["random8_ms"]
+        if family == "matmul":
+            a, b = get_family(family).make_inputs(problem, dtype, "cuda")
+            from triton.testing import do_bench
+
+            row["torch_ms"] = do_bench(lambda: torch.matmul(a, b), return_mode="median")
+            row["tune_vs_torch"] = row["torch_ms"] / row["tune_ms"]
+            if problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
+                row["triton_autotune"] = triton_autotune_matmul(problem, dtype, hw)
+                if helion:
+                    row["helion_quick"] = helion_quick_matmul(problem, dtype)
+        rows.append(row)
+        print(json.dumps(row, default=str), flush=True)
+    scores = np.array([r["tune_score"] for r in rows])
+    summary = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "problems": len(rows),
+               "median_tune_wall_s": statistics.median(r["tune_wall_s"] for r in rows),
+               "geomean_tune_score": float(np.exp(np.log(scores).mean())), "p10_tune_score": float(np.quantile(scores, 0.1)),
+               "geomean_random8_score": float(np.exp(np.mean(np.log([r["random8_score"] for r in rows])))),
+               "helion_full_4096_fp16_quoted": {"wall_s": 390, "configs": 839, "latency_ms": 0.2021, "vs_torch": 0.98},
+               "rows": rows}
+    with open(out, "w") as f:
+        json.dump(summary, f, indent=1, default=str)
+    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
+
+
+if __name__ == "__main__":
+    main()
