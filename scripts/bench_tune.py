@@ -19,6 +19,7 @@ from costmodel import dataset, hardware, model
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family
 from tuner.cache import ResultCache
+from tuner.decorator import to_triton
 from tuner.tune import tune
 
 # shapes no collection plan drew (checked against data/ at start): large, skinny, odd, both dtypes
@@ -45,7 +46,8 @@ def random8(latencies: list[float], draws: int = 2000, seed: int = 0) -> float:
 
 
 def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
-    """triton.autotune over the family's whole valid list: wall time (compile included) and its pick."""
+    """triton.autotune over the family's valid pointer-based, one-tile-per-program configs (the launch below
+    passes tensors, not descriptors): wall time (compile included) and its pick."""
     import torch
     import triton
 
@@ -54,9 +56,7 @@ def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
 
     fam = get_family("matmul")
     configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if not c["TMA"] and not c["PERSISTENT"]]
-    tconfigs = [triton.Config({k: v for k, v in c.items() if k not in ("num_warps", "num_stages")},
-                              num_warps=c["num_warps"], num_stages=c["num_stages"]) for c in configs]
-    tuned = triton.autotune(configs=tconfigs, key=["M", "N", "K"])(matmul_kernel)
+    tuned = triton.autotune(configs=[to_triton(c) for c in configs], key=["M", "N", "K"])(matmul_kernel)
     a, b = fam.make_inputs(problem, dtype, "cuda")
     c = fam.make_output(problem, dtype, "cuda")
     M, N, K = problem["M"], problem["N"], problem["K"]
@@ -65,9 +65,8 @@ def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
         a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 0)
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
-    return {"configs": len(configs), "wall_s": wall, "best_ms": min(tuned.configs_timings.values())[0]
-            if isinstance(min(tuned.configs_timings.values()), list) else min(tuned.configs_timings.values()),
-            "best_config": str(tuned.best_config)}
+    timings = [t[0] if isinstance(t, (list, tuple)) else t for t in tuned.configs_timings.values()]  # median first
+    return {"configs": len(configs), "wall_s": wall, "best_ms": min(timings), "best_config": str(tuned.best_config)}
 
 
 def helion_quick_matmul(problem: dict, dtype: str) -> dict:
