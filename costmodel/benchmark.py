@@ -231,9 +231,9 @@ def _worker_main(conn, device: str, timing: dict) -> None:
                 m = _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing)
             except Exception as e:  # noqa: BLE001
                 m = Measurement(config, classify(e), error=f"{type(e).__name__}: {e}"[:500])
-                if m.status == "runtime_error" and device != "cpu":
+                if "CUDA" in str(e):  # a CUDA error poisons the context for every later launch: start afresh
                     conn.send(("result", idx, asdict(m)))
-                    os._exit(3)  # the CUDA context may be poisoned: start afresh
+                    os._exit(3)
             conn.send(("result", idx, asdict(m)))
         del inputs, ref, out
         if device != "cpu":
@@ -336,7 +336,7 @@ class IsolatedBenchmarker:
     def _collect(self, todo: list[int], results: list, configs: list[Config]) -> list[int]:
         """Read the worker's answers for one group; on a hang or death record the config in flight, restart,
         and return what is left."""
-        in_flight = None
+        in_flight, started = None, False
         deadline = time.monotonic() + self.timeout_s * 4  # group set-up (inputs, reference) before the first config
         while True:
             left = deadline - time.monotonic()
@@ -348,16 +348,17 @@ class IsolatedBenchmarker:
             if msg is None:
                 status = "timeout" if not ready else "runtime_error"
                 self._kill()
-                if in_flight is None:  # died before any config: the group itself cannot run
+                if not started:  # died before any config: the group itself cannot run
                     for i in todo:
                         if results[i] is None:
                             results[i] = Measurement(configs[i], status, error="worker failed setting up the group")
                     return []
-                results[in_flight] = Measurement(configs[in_flight], status,
-                                                 error=f"worker {'hung' if status == 'timeout' else 'died'}")
+                if in_flight is not None:  # else it died between configs (after reporting a CUDA error)
+                    results[in_flight] = Measurement(configs[in_flight], status,
+                                                     error=f"worker {'hung' if status == 'timeout' else 'died'}")
                 return [i for i in todo if results[i] is None]
             if msg[0] == "start":
-                in_flight = msg[1]
+                in_flight, started = msg[1], True
                 deadline = time.monotonic() + self.timeout_s
             elif msg[0] == "result":
                 results[msg[1]] = Measurement(**msg[2])

@@ -1,6 +1,7 @@
 """A tiny kernel family whose FAULT knob injects failures, for the collector's fault-tolerance tests:
 0 runs correctly, 1 raises, 2 kills its process (as an illegal memory access would), 3 hangs, 4 computes wrong,
-5 runs correctly but slowly (a run long enough to be killed mid-way)."""
+5 runs correctly but slowly (a run long enough to be killed mid-way), 6 raises a CUDA error (the worker reports
+it, then restarts: a CUDA error poisons the context)."""
 
 import os
 import time
@@ -20,7 +21,7 @@ def scale_kernel(x, y, n, factor, BLOCK: tl.constexpr):
 class Faulty(KernelFamily):
     name = "faulty"
     dims = ("N",)
-    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5)))
+    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5, 6)))
     dtypes = ("float32",)
     tolerance = {"float32": 1e-5}
 
@@ -50,6 +51,8 @@ class Faulty(KernelFamily):
         fault = config["FAULT"]
         if fault == 1:
             raise RuntimeError("injected launch failure")
+        if fault == 6:
+            raise RuntimeError("CUDA error: an illegal memory access was encountered")
         if fault == 2:
             os._exit(9)
         if fault == 3:

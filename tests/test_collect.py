@@ -47,11 +47,13 @@ def test_plan_is_reproducible_and_covers_the_space():
 
 def test_failures_are_recorded_and_the_run_goes_on():
     configs = [{"BLOCK": 16, "FAULT": f} for f in (0, 1, 2)] + [{"BLOCK": 32, "FAULT": 0}] + \
-              [{"BLOCK": 16, "FAULT": f} for f in (3, 4)] + [{"BLOCK": 32, "FAULT": 5}]
+              [{"BLOCK": 16, "FAULT": f} for f in (3, 4)] + [{"BLOCK": 32, "FAULT": f} for f in (5, 6, 0)]
     with IsolatedBenchmarker(HW, device="cpu", timeout_s=3) as bench:
         ms = bench.measure(FAULTY, {"N": 50}, "float32", configs)
-        assert bench.restarts == 2  # one death, one hang
-    assert [m.status for m in ms] == ["ok", "runtime_error", "runtime_error", "ok", "timeout", "wrong_result", "ok"]
+        assert bench.restarts == 3  # one death, one hang, one CUDA error
+    assert [m.status for m in ms] == ["ok", "runtime_error", "runtime_error", "ok", "timeout", "wrong_result", "ok",
+                                      "runtime_error", "ok"]
+    assert "illegal memory access" in ms[7].error
     assert "injected" in ms[1].error
     assert ms[5].rel_err == pytest.approx(0.5, rel=1e-3)
     assert all(m.latency_ms is not None for m in ms if m.ok)
