@@ -1,123 +1,207 @@
-"""Runs a plan: compile ahead, measure group by group, write shards atomically, resume after a kill."""
+"""Runs a plan: compile ahead, measure group by group, write shards atomically, resume after a kill.
+
+``run_plan`` is the single-process path (one GPU). The pieces it is made of (``plan_work``, ``next_ready``,
+``GroupRecorder``, ``CollectProgress``, ``run_summary``, ``write_manifest``) are shared with the multi-GPU
+collector (``collect.parallel``) and the Dask one (``collect.cluster``).
+"""
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
-import subprocess
 import time
-import uuid
-from datetime import datetime, timezone
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-import costmodel
-from costmodel import dataset
-from costmodel.benchmark import Benchmarker
+from costmodel import dataset, hardware
+from costmodel.benchmark import STATUSES, Benchmarker, Measurement
+from costmodel.dataset import new_run_id  # noqa: F401 - re-exported: the collector's run ids
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
+from costmodel.kernels.base import Config
 from collect.plan import GroupPlan
 
 READY_WINDOW = 16  # groups looked at when choosing the next one to measure
 
 
-def software_versions() -> dict:
-    import torch
-    import triton
+@dataclass
+class WorkItem:
+    """One group of the plan with the configs still to measure: the unit of work every collector hands out."""
 
-    driver = None
-    try:
-        driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                capture_output=True, text=True, timeout=10).stdout.split("\n")[0].strip() or None
-    except (OSError, subprocess.SubprocessError):
-        pass
-    return {"triton_version": triton.__version__, "torch_version": torch.__version__,
-            "cuda_version": torch.version.cuda, "driver_version": driver, "costmodel_version": costmodel.__version__}
+    index: int  # position in the plan
+    group: GroupPlan
+    gid: str
+    todo: list[Config]
+    # set when a worker died holding this group: pairs it may have published meanwhile are skipped
+    recheck: bool = False
+
+    def describe(self) -> str:
+        g = self.group
+        return f"{g.family} {g.dtype} {dataset.canonical_json(g.problem)}"
 
 
-def new_run_id() -> str:
-    return datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S") + "-" + uuid.uuid4().hex[:6]
+def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
+              measured_pairs: Callable[[list[str]], set] | None = None) -> list[WorkItem]:
+    """The groups of ``plan`` with something left to measure; with ``measured_pairs`` (resume) the (group id,
+    config json) pairs it returns are left out."""
+    hashes = {f: get_family(f).source_hash for f in {g.family for g in plan}}
+    gids = [dataset.group_id(hw.gpu, g.family, hashes[g.family], g.problem, g.dtype) for g in plan]
+    done = measured_pairs(gids) if measured_pairs is not None else set()
+    items = []
+    for i, (g, gid) in enumerate(zip(plan, gids)):
+        todo = [c for c in g.configs if (gid, dataset.canonical_json(c)) not in done]
+        if todo:
+            items.append(WorkItem(i, g, gid, todo))
+    return items
+
+
+def next_ready(bench: Benchmarker, items: list[WorkItem]) -> int:
+    """Index into ``items`` of the first group whose configs are all compiled (so the GPU never waits on the
+    compile pool while another group is ready; a whole-space group needs many compiles), else 0."""
+    ready = (i for i, w in enumerate(items[:READY_WINDOW])
+             if bench.ready(w.group.family, w.group.problem, w.group.dtype, w.todo))
+    return next(ready, 0)
+
+
+def new_counts() -> dict[str, int]:
+    return {s: 0 for s in STATUSES}
+
+
+def add_counts(total: dict[str, int], more: dict[str, int]) -> None:
+    for k, v in more.items():
+        total[k] = total.get(k, 0) + v
+
+
+@functools.cache
+def _software() -> dict:  # one nvidia-smi call per process
+    return hardware.software_versions()
+
+
+@dataclass
+class GroupRecorder:
+    """Measures work items with one benchmarker and turns the measurements into dataset rows."""
+
+    bench: Benchmarker
+    hw: HardwareRecord
+    run_id: str
+    counts: dict[str, int] = field(default_factory=new_counts)
+
+    @property
+    def software(self) -> dict:
+        return _software()
+
+    def measure(self, item: WorkItem, todo: list[Config] | None = None) -> tuple[list[Measurement], list[dict]]:
+        """Measure ``todo`` (default: the item's) and return (measurements, FILE_SCHEMA rows)."""
+        g = item.group
+        todo = item.todo if todo is None else todo
+        ms = self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
+        for m in ms:
+            self.counts[m.status] += 1
+        rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family, get_family(g.family).source_hash,
+                                        item.gid, g.exhaustive, g.problem, g.dtype, ms)
+        return ms, rows
+
+
+def best_ms(ms: list[Measurement]) -> float | None:
+    oks = [m.latency_ms for m in ms if m.ok]
+    return min(oks) if oks else None
+
+
+class CollectProgress:
+    """The progress bar every collector shows on stderr: configs done, ok/failed, rate, the last group's best."""
+
+    def __init__(self, console: Console | None, total: int):
+        self.total, self.t0 = total, time.perf_counter()
+        self._progress = Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+            TextColumn("ok {task.fields[ok]} failed {task.fields[failed]} {task.fields[rate]:.1f} cfg/s"),
+            TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=console or Console(stderr=True))
+        self._task = None
+
+    def __enter__(self):
+        self._progress.__enter__()
+        self._task = self._progress.add_task("collect", total=self.total, ok=0, failed=0, rate=0.0, best="")
+        return self
+
+    def __exit__(self, *exc):
+        self._progress.__exit__(*exc)
+
+    def describe(self, text: str) -> None:
+        self._progress.update(self._task, description=text)
+
+    def update(self, counts: dict[str, int], best: float | None | str = "") -> None:
+        """``counts``: every measurement so far, by status; ``best``: the last group's best latency."""
+        n, ok = sum(counts.values()), counts.get("ok", 0)
+        self._progress.update(self._task, completed=n, ok=ok, failed=n - ok,
+                              rate=n / max(time.perf_counter() - self.t0, 1e-9),
+                              best=best if isinstance(best, str) else
+                              f"best {best:.4f} ms" if best is not None else "no ok config")
+
+
+def run_summary(*, run_id: str, state: str, plan: list[GroupPlan], items: list[WorkItem], hw: HardwareRecord,
+                seed: int, counts: dict[str, int], groups_measured: int, wall_s: float, shards: list,
+                **extra) -> dict:
+    """The manifest of one run (``extra`` adds collector-specific fields)."""
+    return {"run_id": run_id, "state": state, "gpu": hw.gpu, "seed": seed, "groups": len(plan),
+            "groups_measured": groups_measured, "exhaustive_groups": sum(g.exhaustive for g in plan),
+            "skipped_already_measured": sum(len(g.configs) for g in plan) - sum(len(w.todo) for w in items),
+            "measured": sum(counts.values()), "counts": counts, "wall_s": round(wall_s, 2),
+            "ok_per_s": round(counts["ok"] / wall_s, 2) if wall_s else None,
+            "shards": [str(p) for p in shards], "software": _software(), "hardware": hw.as_dict(),
+            "host": platform.node(), "pid": os.getpid(), **extra,
+            "plan": [{"family": g.family, "problem": g.problem, "dtype": g.dtype, "configs": len(g.configs),
+                      "exhaustive": g.exhaustive} for g in plan]}
+
+
+def write_manifest(out: str | Path, summary: dict) -> Path:
+    """``<out>/_manifests/<run_id>.json``, replaced atomically (pyarrow skips ``_`` folders)."""
+    mdir = Path(out) / "_manifests"
+    mdir.mkdir(parents=True, exist_ok=True)
+    tmp = mdir / f".tmp-{summary['run_id']}.json"
+    tmp.write_text(json.dumps(summary, indent=1, default=str))
+    final = mdir / f"{summary['run_id']}.json"
+    os.replace(tmp, final)
+    return final
 
 
 def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: HardwareRecord, *, run_id: str,
              resume: bool = False, seed: int = 0, console: Console | None = None, flush_rows: int = 2000,
              time_budget_s: float | None = None) -> dict:
     """Measure every (group, config) of ``plan`` not already in ``out`` (with ``resume``); returns the run
-    summary, also written as ``<out>/_manifests/<run_id>.json`` (pyarrow skips ``_`` folders). With
-    ``time_budget_s`` no group starts after that many seconds (state "budget"; --resume carries on later)."""
-    console = console or Console(stderr=True)
-    software = software_versions()
-    fams = {g.family: get_family(g.family) for g in plan}
-    gids = [dataset.group_id(hw.gpu, g.family, fams[g.family].source_hash, g.problem, g.dtype) for g in plan]
-    done = dataset.measured_pairs(out, gids) if resume else set()
-    work = []
-    for g, gid in zip(plan, gids):
-        todo = [c for c in g.configs if (gid, dataset.canonical_json(c)) not in done]
-        if todo:
-            work.append((g, gid, todo))
-    for g, _, todo in work:
-        bench.prefetch(g.family, g.problem, g.dtype, todo)
-
+    summary, also written as ``<out>/_manifests/<run_id>.json``. With ``time_budget_s`` no group starts after
+    that many seconds (state "budget"; --resume carries on later)."""
+    items = plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
+    for w in items:
+        bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
     writer = dataset.ShardWriter(out, run_id, flush_rows)
-    counts = {s: 0 for s in ("ok", "compile_error", "out_of_resources", "runtime_error", "timeout", "wrong_result")}
-    base = {"run_id": run_id, "gpu": hw.gpu, **dataset.hw_columns(hw), **software}
-    t0, state = time.perf_counter(), "complete"
-    total = sum(len(t) for _, _, t in work)
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                        TextColumn("ok {task.fields[ok]} failed {task.fields[failed]} {task.fields[rate]:.1f} cfg/s"),
-                        TextColumn("{task.fields[best]}"), TimeElapsedColumn(), console=console)
+    recorder = GroupRecorder(bench, hw, run_id)
+    t0, state, measured = time.perf_counter(), "complete", 0
+    pending = list(items)
     try:
-        with progress:
-            task = progress.add_task("collect", total=total, ok=0, failed=0, rate=0.0, best="")
-            while work:
-                # measure the first group whose configs are all compiled, so the GPU never waits on the pool
-                # while another group is ready (a whole-space group needs many compiles)
-                ready = (i for i, w in enumerate(work[:READY_WINDOW]) if bench.ready(w[0].family, w[0].problem,
-                                                                                   w[0].dtype, w[2]))
-                g, gid, todo = work.pop(next(ready, 0))
+        with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
+            while pending:
+                w = pending.pop(next_ready(bench, pending))
                 if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
                     state = "budget"
                     break
-                progress.update(task, description=f"{g.family} {g.dtype} {dataset.canonical_json(g.problem)}")
-                ms = bench.measure(g.family, g.problem, g.dtype, todo)
-                ts = datetime.now(timezone.utc)
-                rows = []
-                for m in ms:
-                    counts[m.status] += 1
-                    rows.append({**base, "ts": ts, "kernel": g.family, "source_hash": fams[g.family].source_hash,
-                                 "group_id": gid, "exhaustive": g.exhaustive, "dtype": g.dtype,
-                                 **dataset.row_columns(g.problem, m.config), "status": m.status,
-                                 "latency_ms": m.latency_ms, "p20_ms": m.p20_ms, "p80_ms": m.p80_ms,
-                                 "min_ms": m.min_ms, "reps": m.reps, "compile_s": m.compile_s, "rel_err": m.rel_err,
-                                 "n_regs": m.n_regs, "n_spills": m.n_spills, "shared_bytes": m.shared_bytes,
-                                 "error": m.error})
-                writer.add(hw.gpu, g.family, [{k: v for k, v in r.items() if k not in dataset.PARTITIONS} for r in rows])
-                oks = [m.latency_ms for m in ms if m.ok]
-                n_ok = counts["ok"]
-                progress.update(task, advance=len(ms), ok=n_ok, failed=sum(counts.values()) - n_ok,
-                                rate=sum(counts.values()) / (time.perf_counter() - t0),
-                                best=f"best {min(oks):.4f} ms" if oks else "no ok config")
+                view.describe(w.describe())
+                ms, rows = recorder.measure(w)
+                writer.add(hw.gpu, w.group.family, rows)
+                measured += 1
+                view.update(recorder.counts, best_ms(ms))
     except KeyboardInterrupt:
         state = "interrupted"
         raise
     finally:
         writer.flush()
-        wall = time.perf_counter() - t0
-        summary = {"run_id": run_id, "state": state, "gpu": hw.gpu, "seed": seed, "groups": len(plan),
-                   "groups_measured": len(work), "exhaustive_groups": sum(g.exhaustive for g in plan),
-                   "skipped_already_measured": sum(len(g.configs) for g in plan) - total,
-                   "measured": sum(counts.values()), "counts": counts, "wall_s": round(wall, 2),
-                   "ok_per_s": round(counts["ok"] / wall, 2) if wall else None,
-                   "shards": [str(p) for p in writer.shards], "software": software, "hardware": hw.as_dict(),
-                   "host": platform.node(), "pid": os.getpid(),
-                   "plan": [{"family": g.family, "problem": g.problem, "dtype": g.dtype, "configs": len(g.configs),
-                             "exhaustive": g.exhaustive} for g in plan]}
-        mdir = Path(out) / "_manifests"
-        mdir.mkdir(parents=True, exist_ok=True)
-        tmp = mdir / f".tmp-{run_id}.json"
-        tmp.write_text(json.dumps(summary, indent=1))
-        os.replace(tmp, mdir / f"{run_id}.json")
+        summary = run_summary(run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed,
+                              counts=recorder.counts, groups_measured=measured, wall_s=time.perf_counter() - t0,
+                              shards=writer.shards)
+        write_manifest(out, summary)
     return summary

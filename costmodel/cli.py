@@ -93,11 +93,17 @@ def kernels(as_json: bool) -> None:
 @click.option("--resume", is_flag=True, help="skip (group, config) pairs already in --out")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
 @click.option("--time-budget", default=None, type=float, help="start no group after this many seconds")
+@click.option("--gpus", default=None, metavar="all|N",
+              help="one worker process per GPU, all visible or the first N (N CPU workers under TRITON_INTERPRET=1)")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="run each group as a task on the Dask scheduler at ADDRESS (workers started with --resources "
+                   "GPU=1, one GPU each); --out may then be a pyarrow filesystem URI (s3://bucket/data)")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, timeout, time_budget,
-            as_json):
-    """Benchmark sampled configs of many problems on this GPU into the Parquet dataset."""
+            gpus, dask_address, as_json):
+    """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
+    Parquet dataset."""
     from collect.plan import make_plan
     from collect.runner import new_run_id, run_plan
     from costmodel import hardware
@@ -109,17 +115,42 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
         get_family(n)
     if groups < 1 or configs_per_group < 1:
         raise CostModelError("--groups and --configs-per-group must be positive")
+    if gpus and dask_address:
+        raise CostModelError("--gpus and --dask are alternatives: pass one")
+    if "://" in out and not dask_address:
+        raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
+
     def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, stop)
     device = "cpu" if interpreting() else "cuda"
-    hw = hardware.KNOWN["nvidia-h200"] if device == "cpu" else hardware.current()
-    plan = make_plan(names, groups, configs_per_group, dtypes.split(",") if dtypes else None, seed, hw,
-                     exhaustive_share)
-    with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed) as bench:
-        summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                           time_budget_s=time_budget)
+    dtype_list = dtypes.split(",") if dtypes else None
+    if dask_address:
+        from collect import cluster
+
+        with cluster.client(dask_address) as dask_client:
+            hw = cluster.cluster_hardware(dask_client, device == "cpu")
+            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share)
+            summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,
+                                       console=err_console, timeout_s=timeout, time_budget_s=time_budget)
+    else:
+        workers = None
+        if gpus:
+            from collect.parallel import resolve_gpus
+
+            workers = resolve_gpus(gpus, device == "cpu")
+        hw = hardware.KNOWN["nvidia-h200"] if device == "cpu" else hardware.current()
+        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share)
+        if workers:
+            from collect.parallel import run_parallel
+
+            summary = run_parallel(plan, out, hw, workers, run_id=new_run_id(), resume=resume, seed=seed,
+                                   console=err_console, timeout_s=timeout, time_budget_s=time_budget)
+        else:
+            with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed) as bench:
+                summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed,
+                                   console=err_console, time_budget_s=time_budget)
     summary.pop("plan")
     table = Table("run", "groups", "measured", "ok", "failed", "ok/s", "wall s")
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),
@@ -157,9 +188,11 @@ def _report_tables(summary: dict, title: str) -> tuple[Table, Table]:
               help="also evaluate fresh models on the dissimilar and leave-one-family-out splits (model card)")
 @click.option("--trees", default=None, type=int, help="at most this many trees (default 400; early stopping cuts)")
 @click.option("--seed", default=0, show_default=True, help="seed of the held-out split and of training")
+@click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
+              help="boost with xgboost.dask on the Dask scheduler at ADDRESS (groups kept whole per partition)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def train(data, gpu, out, track, extra_splits, trees, seed, as_json):
+def train(data, gpu, out, track, extra_splits, trees, seed, dask_address, as_json):
     """Train the ranking model for one GPU; write model.ubj, meta.json and MODEL_CARD.md."""
     import dataclasses
     import time
@@ -172,10 +205,10 @@ def train(data, gpu, out, track, extra_splits, trees, seed, as_json):
         raise CostModelError("mlflow is not installed: pip install 'costmodel[track]', or pass --no-track")
     t0 = time.perf_counter()
     table, gpu = model.training_table(data, gpu)
-    params = model.TrainParams(seed=seed)
+    params = model.TrainParams(seed=seed, dask=dask_address)
     if trees is not None:
         params = dataclasses.replace(params, n_estimators=trees)
-    extra = dataclasses.replace(model.FAST, seed=seed) if extra_splits else None
+    extra = dataclasses.replace(model.FAST, seed=seed, dask=dask_address) if extra_splits else None
     with err_console.status(f"training on {table.num_rows} measurements of {gpu}" +
                             (" (then the dissimilar and leave-one-family-out splits)" if extra_splits else "")):
         booster, meta, evals = evaluation.train_model(table, gpu, params, seed, extra)

@@ -49,13 +49,17 @@ class TrainParams:
     valid_fraction: float = 0.15
     seed: int = 0
     nthread: int = 0  # 0: every core; fixed seed + hist give the same model for any thread count
+    # a Dask scheduler address: boost with xgboost.dask on that cluster (``pip install 'costmodel[dask]'``)
+    dask: str | None = None
 
     def xgb_params(self) -> dict:
         return {
             "objective": "rank:ndcg", "lambdarank_pair_method": "topk", "lambdarank_num_pair_per_sample": self.topk,
             "ndcg_exp_gain": False, "eval_metric": "ndcg@8", "tree_method": "hist", "max_depth": self.max_depth,
             "eta": self.learning_rate, "subsample": self.subsample, "colsample_bytree": self.colsample_bytree,
-            "min_child_weight": self.min_child_weight, "seed": self.seed, "nthread": self.nthread,
+            "min_child_weight": self.min_child_weight, "seed": self.seed,
+            # on Dask each worker boosts with its own threads
+            **({} if self.dask else {"nthread": self.nthread}),
         }
 
 
@@ -146,6 +150,60 @@ def _dmatrix(table: pa.Table):
                        feature_names=list(features.FEATURE_NAMES))
 
 
+# --- fit on a Dask cluster -----------------------------------------------------------------------------
+
+def _dask_client(address: str):
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CostModelError("training on Dask needs Dask: pip install 'costmodel[dask]'") from None
+    try:
+        return Client(address, timeout=30)
+    except (OSError, TimeoutError) as e:
+        raise CostModelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+
+
+def dask_parts(client, table: pa.Table) -> tuple:
+    """(X, gains, qid) of ``table`` (sorted by group) as Dask arrays cut into partitions of whole groups: rows in
+    qid order within each partition, partitions in qid order, so no query group spans two partitions and none
+    is split across workers (XGBoost ranks within a worker's rows). About two partitions per worker, even in
+    rows; each partition is scattered to the cluster once."""
+    import dask
+    import dask.array as da
+
+    x, y = features.feature_matrix(table), gains(table).astype(np.float32)
+    _, qid = group_codes(table)
+    starts = group_bounds(table)[:-1]
+    n_parts = max(1, min(len(starts), 2 * len(client.scheduler_info()["workers"])))
+    # cut at the first group start at or after each even share of rows
+    cuts = np.unique(starts[np.searchsorted(starts, np.linspace(0, len(qid), n_parts + 1)[1:-1])])
+    bounds = [0, *[int(c) for c in cuts if 0 < c < len(qid)], len(qid)]
+    cols: tuple[list, list, list] = ([], [], [])
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        for col, arr, fut in zip(cols, (x, y, qid), client.scatter([x[lo:hi], y[lo:hi], qid[lo:hi]])):
+            col.append(da.from_delayed(dask.delayed(fut), (hi - lo, *arr.shape[1:]), arr.dtype))
+    return tuple(da.concatenate(c) for c in cols)
+
+
+def _dask_dmatrix(client, table: pa.Table):
+    import xgboost.dask as dxgb
+
+    x, y, qid = dask_parts(client, table)
+    return dxgb.DaskDMatrix(client, x, y, qid=qid, feature_names=list(features.FEATURE_NAMES))
+
+
+def _train_dask(params: TrainParams, train: pa.Table, valid: pa.Table | None):
+    """xgboost.dask.train on the cluster at ``params.dask``; the booster comes back to this process."""
+    import xgboost.dask as dxgb
+
+    with _dask_client(params.dask) as client:
+        evals = [(_dask_dmatrix(client, valid), "valid")] if valid is not None else []
+        out = dxgb.train(client, params.xgb_params(), _dask_dmatrix(client, train),
+                         num_boost_round=params.n_estimators, evals=evals,
+                         early_stopping_rounds=params.early_stopping_rounds if evals else None, verbose_eval=False)
+    return out["booster"]
+
+
 def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, dict]:
     """Train on every group of ``table`` (sorted by group) that has a config that ran; ``valid_fraction`` of
     them (seeded) drive early stopping. Returns the booster cut at its best iteration and training facts."""
@@ -161,10 +219,15 @@ def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, d
     n_valid = int(round(params.valid_fraction * len(ids))) if len(ids) >= 10 else 0
     valid_ids = set(ids[np.random.default_rng(params.seed).permutation(len(ids))[:n_valid]])
     train = select_groups(table, [i for i in ids if i not in valid_ids])
-    evals = [(_dmatrix(select_groups(table, valid_ids)), "valid")] if valid_ids else []
-    booster = xgb.train(params.xgb_params(), _dmatrix(train), num_boost_round=params.n_estimators, evals=evals,
-                        early_stopping_rounds=params.early_stopping_rounds if evals else None, verbose_eval=False)
-    best = booster.best_iteration if evals else params.n_estimators - 1
+    valid = select_groups(table, valid_ids) if valid_ids else None
+    if params.dask:
+        booster = _train_dask(params, train, valid)
+    else:
+        booster = xgb.train(params.xgb_params(), _dmatrix(train), num_boost_round=params.n_estimators,
+                            evals=[(_dmatrix(valid), "valid")] if valid is not None else [],
+                            early_stopping_rounds=params.early_stopping_rounds if valid is not None else None,
+                            verbose_eval=False)
+    best = booster.best_iteration if valid is not None else params.n_estimators - 1
     booster = booster[: best + 1]
     return booster, {"trees": best + 1, "train_groups": len(ids) - len(valid_ids), "valid_groups": len(valid_ids),
                      "train_rows": train.num_rows, "params": asdict(params), "xgboost_version": xgb.__version__}

@@ -1,0 +1,288 @@
+"""`costmodel collect --dask ADDRESS`: the plan as Dask tasks, one per group, on a Dask cluster.
+
+Each task measures one group in a Dask worker with that worker's ``IsolatedBenchmarker`` (one per worker process,
+kept between tasks: compile pool and timing worker start once) and publishes the group's rows as one shard under
+the dataset root, a local path or any URI ``pyarrow.fs.FileSystem.from_uri`` opens (``s3://bucket/data``,
+``gs://...``, ``hdfs://...``, ``file:///...``). On GPUs each task asks for ``resources={"GPU": 1}``: start every
+worker with ``--resources GPU=1`` and one GPU visible (``CUDA_VISIBLE_DEVICES``, as ``dask cuda worker`` sets
+it). A local path must be one shared filesystem, mounted at the same place on every worker. The client gathers
+the tasks' summaries into the run's one manifest.
+
+Unlike ``collect --gpus``, a task knows only its own group: its compile pool compiles that group's configs in
+parallel, but does not compile the next group while this one is timed.
+
+A worker that dies mid-task loses nothing: the scheduler re-runs its task elsewhere. A group's shard has a
+name fixed by (run, group): a task that finds its shard already published (its first attempt got that far before
+the worker died) reads it back instead of measuring again, so nothing is measured twice.
+
+Dask is imported only here and only when called: ``pip install 'costmodel[dask]'``.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import json
+import multiprocessing as mp
+import os
+import threading
+import time
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+from rich.console import Console
+
+from costmodel import dataset, hardware
+from costmodel.benchmark import IsolatedBenchmarker, interpreting
+from costmodel.errors import CostModelError
+from costmodel.hardware import HardwareRecord
+from collect import runner
+from collect.plan import GroupPlan
+from collect.runner import WorkItem
+
+
+def client(address: str):
+    """A Dask client connected to the scheduler at ``address``."""
+    try:
+        from distributed import Client
+    except ImportError:
+        raise CostModelError("--dask needs Dask: pip install 'costmodel[dask]'") from None
+    try:
+        return Client(address, timeout=30)
+    except (OSError, TimeoutError) as e:
+        raise CostModelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
+
+
+# --- where shards go ------------------------------------------------------------------------------------
+
+class Store:
+    """The dataset root: a local path (``costmodel.dataset``'s atomic shards) or a pyarrow filesystem URI."""
+
+    def __init__(self, where: str | Path):
+        self.where = str(where)
+        if "://" in self.where:
+            from pyarrow import fs
+
+            try:
+                self.fs, self.root = fs.FileSystem.from_uri(self.where)
+            except (pa.ArrowInvalid, OSError) as e:
+                raise CostModelError(f"cannot open dataset URI {self.where}: {e}") from None
+            self.root = self.root.rstrip("/")
+        else:  # workers see the path as the client does: a shared filesystem mounted alike
+            self.fs, self.root = None, str(Path(self.where).resolve())
+            self.where = self.root
+
+    def _part(self, gpu: str, kernel: str) -> str:
+        return f"{self.root}/gpu={gpu}/kernel={kernel}"
+
+    def shards(self, gpu: str, kernel: str, shard_id: str) -> list[str]:
+        """Published shards named for ``shard_id`` (``part-<shard_id>-<uuid>.parquet``)."""
+        prefix = f"part-{shard_id}-"
+        if self.fs is None:
+            return sorted(str(p) for p in Path(self._part(gpu, kernel)).glob(f"{prefix}*.parquet"))
+        from pyarrow import fs
+
+        try:
+            infos = self.fs.get_file_info(fs.FileSelector(self._part(gpu, kernel), allow_not_found=True))
+        except OSError:
+            return []
+        return sorted(i.path for i in infos if i.base_name.startswith(prefix) and i.base_name.endswith(".parquet"))
+
+    def write_shard(self, gpu: str, kernel: str, shard_id: str, rows: list[dict]) -> str:
+        """Publish ``rows`` as one shard: a dot-prefixed temporary file (readers skip those) moved into place."""
+        if self.fs is None:
+            return str(dataset.write_shard(self.root, gpu, kernel, shard_id, rows))
+        part = self._part(gpu, kernel)
+        name = f"part-{shard_id}-{uuid.uuid4().hex[:12]}.parquet"
+        self.fs.create_dir(part, recursive=True)
+        pq.write_table(pa.Table.from_pylist(rows, schema=dataset.FILE_SCHEMA), f"{part}/.tmp-{name}",
+                       filesystem=self.fs, compression="zstd")
+        self.fs.move(f"{part}/.tmp-{name}", f"{part}/{name}")
+        return f"{part}/{name}"
+
+    def statuses(self, path: str) -> list[str]:
+        return pq.read_table(path, columns=["status"], filesystem=self.fs)["status"].to_pylist()
+
+    def measured_pairs(self, group_ids: list[str]) -> set[tuple[str, str]]:
+        if self.fs is None:
+            return dataset.measured_pairs(self.root, group_ids)
+        from pyarrow import fs
+
+        if self.fs.get_file_info(self.root).type == fs.FileType.NotFound or not group_ids:
+            return set()
+        d = ds.dataset(self.root, filesystem=self.fs, schema=dataset.SCHEMA, format="parquet", partitioning="hive")
+        t = d.to_table(columns=["group_id", "config_json"], filter=ds.field("group_id").isin(group_ids))
+        return set(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))
+
+    def write_manifest(self, summary: dict) -> str:
+        if self.fs is None:
+            return str(runner.write_manifest(self.root, summary))
+        mdir = f"{self.root}/_manifests"
+        self.fs.create_dir(mdir, recursive=True)
+        tmp, final = f"{mdir}/.tmp-{summary['run_id']}.json", f"{mdir}/{summary['run_id']}.json"
+        with self.fs.open_output_stream(tmp) as f:
+            f.write(json.dumps(summary, indent=1, default=str).encode())
+        self.fs.move(tmp, final)
+        return final
+
+
+# --- in the Dask worker -----------------------------------------------------------------------------------
+
+_BENCH: dict[tuple, IsolatedBenchmarker] = {}
+_LOCK = threading.Lock()
+
+
+@functools.cache
+def _worker_hardware(interpret: bool) -> dict:
+    """The hardware record of this worker's GPU (under the interpreter: the known H200, as the CLI uses)."""
+    if interpreting() != interpret:
+        raise CostModelError(f"the client {'runs' if interpret else 'does not run'} under TRITON_INTERPRET=1 but "
+                             f"Dask worker pid {os.getpid()} {'does not' if interpret else 'does'}: set it alike")
+    return (hardware.KNOWN["nvidia-h200"] if interpret else hardware.current()).as_dict()
+
+
+def _benchmarker(hw: HardwareRecord, device: str, opts: dict) -> IsolatedBenchmarker:
+    """This worker process's benchmarker, started by its first task and kept for the next ones."""
+    key = (hw, device, tuple(sorted(opts.items())))
+    bench = _BENCH.get(key)
+    if bench is None:
+        for old in _BENCH.values():
+            old.close()
+        _BENCH.clear()
+        # a nanny-started worker is daemonic, and daemonic processes may not start children; the timing worker
+        # and compile pool are the benchmarker's children, reaped with it (close) or when they see it gone
+        if mp.current_process().daemon:
+            mp.current_process().daemon = False
+        bench = _BENCH[key] = IsolatedBenchmarker(hw, device=device, **opts)
+        atexit.register(bench.close)
+    return bench
+
+
+def measure_group(item: WorkItem, root: str, run_id: str, plan_hw: dict, interpret: bool, opts: dict,
+                  compile_workers: dict[str, int]) -> dict:
+    """The Dask task: measure one group and publish its shard, or read back the shard an earlier attempt of
+    this task published. Returns the group's summary for the manifest."""
+    t0 = time.perf_counter()
+    hw = HardwareRecord(**_worker_hardware(interpret))
+    if hw.gpu != plan_hw["gpu"]:
+        raise CostModelError(f"worker pid {os.getpid()} has a {hw.gpu}, the plan is for {plan_hw['gpu']}: collect "
+                             f"one GPU type per run (tag workers with a resource per GPU type)")
+    store, g = Store(root), item.group
+    shard_id = f"{run_id}-g{item.index:05d}"
+    summary = {"index": item.index, "group_id": item.gid, "family": g.family, "host": os.uname().nodename,
+               "pid": os.getpid()}
+    done = store.shards(hw.gpu, g.family, shard_id)
+    if done:  # an earlier attempt published this group and then its worker died
+        counts = Counter(s for path in done for s in store.statuses(path))
+        return {**summary, "counts": dict(counts), "best_ms": None, "shard": done[0], "recovered": True,
+                "wall_s": round(time.perf_counter() - t0, 3)}
+    with _LOCK:  # one group at a time per worker process, however many threads it runs
+        bench = _benchmarker(hw, "cpu" if interpret else "cuda",
+                             {**opts, "compile_workers": compile_workers.get(summary["host"], 0)})
+        recorder = runner.GroupRecorder(bench, hw, run_id)
+        ms, rows = recorder.measure(item)
+    path = store.write_shard(hw.gpu, g.family, shard_id, rows)
+    return {**summary, "counts": {k: v for k, v in recorder.counts.items() if v}, "best_ms": runner.best_ms(ms),
+            "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3)}
+
+
+# --- the client ---------------------------------------------------------------------------------------------
+
+def workers_info(dask_client) -> dict[str, dict]:
+    """Every worker the scheduler knows (newer clients list only a few unless asked for all)."""
+    try:
+        return dask_client.scheduler_info(n_workers=-1)["workers"]
+    except TypeError:
+        return dask_client.scheduler_info()["workers"]
+
+
+def _gpu_workers(dask_client) -> dict[str, dict]:
+    workers = workers_info(dask_client)
+    return {a: w for a, w in workers.items() if w.get("resources", {}).get("GPU", 0) >= 1}
+
+
+def cluster_hardware(dask_client, interpret: bool) -> HardwareRecord:
+    """The hardware the plan is for: a GPU worker's (the interpreter's stand-in on the CPU)."""
+    if not workers_info(dask_client):
+        raise CostModelError(f"the Dask scheduler at {dask_client.scheduler.address} has no workers")
+    if interpret:
+        return HardwareRecord(**dask_client.submit(_worker_hardware, True, pure=False).result())
+    if not _gpu_workers(dask_client):
+        raise CostModelError("no Dask worker offers a GPU resource: start workers with `--resources GPU=1` "
+                             "and one visible GPU each (e.g. `dask cuda worker ADDRESS --resources GPU=1`)")
+    return HardwareRecord(**dask_client.submit(_worker_hardware, False, pure=False, resources={"GPU": 1}).result())
+
+
+def _compile_workers(dask_client, interpret: bool) -> dict[str, int]:
+    """Compile processes per worker on each host: the host's cores but two, shared among its GPU workers
+    (0: the benchmarker's own default, where the cores are unknown)."""
+    if interpret:
+        return {}
+    workers = _gpu_workers(dask_client)
+    hosts = Counter(w["host"] for w in workers.values())
+    cores = dask_client.run(lambda: (os.uname().nodename, len(os.sched_getaffinity(0))), workers=list(workers))
+    out = {}
+    for addr, (name, n) in cores.items():
+        out[name] = max(1, (n - 2) // hosts[workers[addr]["host"]])
+    return out
+
+
+def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *, run_id: str,
+             resume: bool = False, seed: int = 0, console: Console | None = None, timeout_s: float = 30.0,
+             time_budget_s: float | None = None) -> dict:
+    """Measure ``plan`` as one Dask task per group on the cluster of ``dask_client``; returns the run's summary,
+    also written as its manifest under ``out``."""
+    from distributed import as_completed
+
+    interpret = interpreting()
+    store = Store(out)
+    items = runner.plan_work(plan, hw, store.measured_pairs if resume else None)
+    opts = {"timeout_s": timeout_s, "seed": seed}
+    resources = None if interpret else {"GPU": 1}
+    t0, state = time.perf_counter(), "complete"
+    counts, shards, failed, recovered, groups = runner.new_counts(), [], [], 0, []
+    futures = dask_client.map(measure_group, items, root=store.where, run_id=run_id, plan_hw=hw.as_dict(),
+                              interpret=interpret, opts=opts, compile_workers=_compile_workers(dask_client, interpret),
+                              key=[f"costmodel-{run_id}-g{w.index:05d}" for w in items], resources=resources,
+                              pure=False)
+    by_key = {f.key: w for f, w in zip(futures, items)}
+    try:
+        with runner.CollectProgress(console, sum(len(w.todo) for w in items)) as view:
+            for fut in as_completed(futures):
+                w = by_key[fut.key]
+                if fut.status != "finished":
+                    exc = fut.exception()
+                    failed.append({"index": w.index, "family": w.group.family, "problem": w.group.problem,
+                                   "dtype": w.group.dtype, "error": f"{type(exc).__name__}: {exc}"[:500]})
+                    continue
+                r = fut.result()
+                runner.add_counts(counts, r["counts"])
+                shards.append(r["shard"])
+                recovered += r["recovered"]
+                groups.append({k: r[k] for k in ("index", "host", "pid", "wall_s", "recovered")})
+                view.describe(w.describe())
+                view.update(counts, "" if r["recovered"] else r["best_ms"])
+                if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
+                    state = "budget"
+                    dask_client.cancel([f for f in futures if not f.done()])
+                    break
+        if failed and state == "complete":
+            state = "incomplete"
+    except KeyboardInterrupt:
+        state = "interrupted"
+        dask_client.cancel(futures)
+        raise
+    finally:
+        done = {g["index"] for g in groups} | {f["index"] for f in failed}
+        summary = runner.run_summary(
+            run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed, counts=counts,
+            groups_measured=len(groups), wall_s=time.perf_counter() - t0, shards=shards,
+            dask={"scheduler": dask_client.scheduler.address, "workers": len(workers_info(dask_client))},
+            recovered_groups=recovered, failed_groups=failed, group_runs=groups,
+            not_measured=[w.index for w in items if w.index not in done])
+        store.write_manifest(summary)
+    return summary

@@ -1,0 +1,229 @@
+"""Collection over several workers (`collect --gpus N`, `collect --dask`) and training on Dask (`train --dask`),
+on the CPU: kernels run under TRITON_INTERPRET=1 in worker processes on device="cpu", Dask runs as a
+LocalCluster of two worker processes. What is checked is what a multi-GPU run relies on: a worker killed mid-run
+loses nothing and duplicates nothing (every planned (group, config) is in the dataset exactly once), and the Dask
+model ranks as a model should."""
+
+from __future__ import annotations
+
+import glob
+import json
+import logging
+import multiprocessing as mp
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from collect import cluster, parallel, runner
+from collect.plan import GroupPlan
+from costmodel import dataset
+from costmodel.benchmark import Measurement
+from costmodel.hardware import KNOWN
+
+HW = KNOWN["nvidia-h200"]
+FAULTY = "faulty_family:Faulty"
+pytestmark = pytest.mark.timeout(180)
+
+
+def slow_plan(n_groups: int) -> list[GroupPlan]:
+    """Groups of two correct configs that take 0.1 s each (FAULT 5): long enough to kill a worker mid-run."""
+    return [GroupPlan(FAULTY, {"N": n}, "float32", tuple({"BLOCK": b, "FAULT": 5} for b in (16, 32)), False)
+            for n in range(10, 10 + n_groups)]
+
+
+def assert_exactly_once(root, plan: list[GroupPlan]) -> None:
+    t = dataset.read(root)
+    got = Counter(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))
+    want = {(w.gid, dataset.canonical_json(c)) for w in runner.plan_work(plan, HW) for c in w.todo}
+    assert set(got) == want, f"missing {len(want - set(got))}, unplanned {len(set(got) - want)}"
+    assert max(got.values()) == 1, f"measured twice: {[k for k, v in got.items() if v > 1]}"
+
+
+def wait_for(pattern: str, timeout: float = 90) -> None:
+    deadline = time.monotonic() + timeout
+    while not glob.glob(pattern):
+        assert time.monotonic() < deadline, f"nothing matched {pattern}"
+        time.sleep(0.05)
+
+
+def test_dask_is_imported_only_on_its_paths():
+    code = ("import sys, costmodel.cli, costmodel.model, collect.runner, collect.parallel, collect.cluster; "
+            "print(sorted(m for m in ('dask', 'distributed', 'xgboost') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=Path(__file__).resolve().parents[1]).stdout
+    assert out.strip() == "[]"
+
+
+# --- collect --gpus N ------------------------------------------------------------------------------------
+
+def test_gpu_worker_killed_mid_run_is_restarted_and_its_groups_requeued(tmp_path):
+    plan, out = slow_plan(24), tmp_path / "data"
+    killed = []
+
+    def kill_worker_0():  # as the OOM killer would: SIGKILL, once worker 0 has published its first shard
+        wait_for(f"{out}/gpu=*/kernel=*/part-r1-w0-*.parquet")
+        proc = next(p for p in mp.active_children() if p.name == "costmodel-gpu-worker-0")
+        os.kill(proc.pid, signal.SIGKILL)
+        killed.append(proc.pid)
+
+    threading.Thread(target=kill_worker_0, daemon=True).start()
+    summary = parallel.run_parallel(plan, out, HW, [None, None], run_id="r1", flush_rows=4)
+    assert killed and summary["state"] == "complete"
+    w0 = summary["workers"][0]
+    assert w0["pids"][0] == killed[0] and w0["deaths"] == 1 and len(w0["pids"]) == 2, w0
+    assert summary["requeued"] >= 1 and summary["failed_groups"] == [] and summary["not_measured"] == []
+    assert_exactly_once(out, plan)
+    manifest = json.loads((out / "_manifests" / "r1.json").read_text())
+    assert manifest["groups_measured"] == 24 and manifest["counts"]["ok"] == 48 == manifest["measured"]
+    assert sorted(manifest["shards"]) == sorted(glob.glob(f"{out}/gpu=*/kernel=*/part-*.parquet"))
+    assert {Path(s).name.split("-")[2] for s in manifest["shards"]} == {"w0", "w1"}, "shards named per worker"
+
+
+class _Stub:
+    """A benchmarker answering ok at once; remembers what it was asked to measure."""
+
+    def __init__(self):
+        self.asked = []
+
+    def measure(self, family, problem, dtype, configs):
+        self.asked += configs
+        return [Measurement(c, "ok", latency_ms=1.0) for c in configs]
+
+
+def test_requeued_group_skips_pairs_a_dead_worker_published(tmp_path):
+    """A worker can die after publishing a shard and before saying so: the group comes back flagged, and the
+    worker that takes it measures only the pairs missing from the dataset."""
+    g = GroupPlan(FAULTY, {"N": 40}, "float32", tuple({"BLOCK": 16, "FAULT": f} for f in (0, 4, 5)), False)
+    item = runner.plan_work([g], HW)[0]
+    stub = _Stub()
+    first = runner.GroupRecorder(stub, HW, "r1")
+    _, rows = first.measure(item, item.todo[:2])
+    shard = dataset.write_shard(tmp_path, HW.gpu, FAULTY, "r1-w0", rows)  # published; the worker then died
+    item.recheck, stub.asked = True, []
+    writer = parallel.PublishingShardWriter(tmp_path, "r1-w1", 100)
+    counts, best, recovered, shards = parallel.measure_item(item, runner.GroupRecorder(stub, HW, "r1"), writer,
+                                                            tmp_path)
+    assert stub.asked == [item.todo[2]] and recovered == 2 and best == 1.0
+    assert counts == {"ok": 3} and shards == [str(shard)], "the dead worker's rows count with the group"
+    assert writer.published == []
+    writer.flush()
+    assert writer.published == [item.index]
+    assert_exactly_once(tmp_path, [g])
+
+
+def test_gpus_option_is_checked(cli, tmp_path):
+    for args, msg in ((["--gpus", "0"], "positive number"), (["--gpus", "two"], "positive number"),
+                      (["--gpus", "all"], "needs GPUs"), (["--gpus", "2", "--dask", "tcp://x:1"], "alternatives"),
+                      (["--out", "s3://bucket/data"], "needs --dask")):
+        code, _, err = cli("collect", "--kernel", FAULTY, "--out", str(tmp_path), *args)
+        assert code == 2 and msg in err, (args, err)
+
+
+def test_collect_gpus_cli(cli, tmp_path):
+    code, out, err = cli("collect", "--kernel", FAULTY, "--groups", "6", "--configs-per-group", "1",
+                         "--exhaustive-share", "0", "--gpus", "2", "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["state"] == "complete" and s["counts"]["ok"] == 6 and len(s["workers"]) == 2
+    assert dataset.read(tmp_path).num_rows == 6
+
+
+# --- Dask --------------------------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def dask_cluster():
+    pytest.importorskip("distributed")
+    from distributed import LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                      silence_logs=logging.ERROR) as c:
+        yield c
+
+
+def test_dask_task_reads_back_the_shard_an_earlier_attempt_published(tmp_path):
+    g = slow_plan(1)[0]
+    item = runner.plan_work([g], HW)[0]
+    _, rows = runner.GroupRecorder(_Stub(), HW, "r1").measure(item)
+    dataset.write_shard(tmp_path, HW.gpu, FAULTY, f"r1-g{item.index:05d}", rows)
+    r = cluster.measure_group(item, str(tmp_path), "r1", HW.as_dict(), True, {}, {})
+    assert r["recovered"] and r["counts"] == {"ok": 2} and not cluster._BENCH, "measured again"
+    assert_exactly_once(tmp_path, [g])
+
+
+def test_dask_worker_killed_mid_run_loses_and_duplicates_nothing(dask_cluster, tmp_path):
+    from distributed import Client
+
+    plan, out = slow_plan(24), tmp_path / "data"
+    killed = []
+    with Client(dask_cluster) as client:
+        def kill_a_busy_worker():  # SIGKILL a worker with a task in hand, once a group is published
+            wait_for(f"{out}/gpu=*/kernel=*/part-r1-g*.parquet")
+            busy = []
+            while not busy:
+                busy = [a for a, tasks in client.processing().items() if tasks]
+            pid = client.run(os.getpid, workers=busy[:1])[busy[0]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+        threading.Thread(target=kill_a_busy_worker, daemon=True).start()
+        summary = cluster.run_dask(plan, str(out), HW, client, run_id="r1")
+        assert killed and killed[0] not in client.run(os.getpid).values()
+    assert killed and summary["state"] == "complete" and summary["failed_groups"] == []
+    assert summary["groups_measured"] == 24 and summary["counts"]["ok"] == 48
+    assert_exactly_once(out, plan)
+    assert json.loads((out / "_manifests" / "r1.json").read_text())["measured"] == 48
+
+
+def test_dask_collect_cli_to_a_filesystem_uri_and_resume(dask_cluster, cli, tmp_path):
+    uri = f"file://{tmp_path}/data"
+    args = ["collect", "--kernel", FAULTY, "--groups", "4", "--configs-per-group", "1", "--exhaustive-share", "0",
+            "--dask", dask_cluster.scheduler_address, "--out", uri, "--json"]
+    code, out, err = cli(*args)
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["state"] == "complete" and s["counts"]["ok"] == 4 and s["dask"]["workers"] == 2
+    assert dataset.read(tmp_path / "data").num_rows == 4
+    assert (tmp_path / "data" / "_manifests" / f"{s['run_id']}.json").is_file()
+    code, out, err = cli(*args, "--resume")
+    assert code == 0, err
+    again = json.loads(out)
+    assert again["measured"] == 0 and again["skipped_already_measured"] == 4
+    assert dataset.read(tmp_path / "data").num_rows == 4
+
+
+def test_dask_partitions_keep_groups_whole(dask_cluster, slice_root):
+    import numpy as np
+    from distributed import Client
+
+    from costmodel import model
+
+    table, _ = model.training_table(slice_root)
+    with Client(dask_cluster) as client:
+        _, _, qid = model.dask_parts(client, table)
+        blocks = [qid.blocks[i].compute() for i in range(qid.numblocks[0])]
+    assert len(blocks) > 1
+    assert all((np.diff(b) >= 0).all() for b in blocks), "rows not in qid order within a partition"
+    assert all(a[-1] < b[0] for a, b in zip(blocks, blocks[1:])), "a group spans two partitions"
+    assert sum(len(b) for b in blocks) == table.num_rows
+
+
+def test_dask_trained_model_ranks_better_than_random(dask_cluster, slice_root, cli, tmp_path):
+    out = tmp_path / "nvidia-h200"
+    code, stdout, err = cli("train", "--data", str(slice_root), "--out", str(out), "--no-track", "--no-extra-splits",
+                            "--trees", "60", "--dask", dask_cluster.scheduler_address, "--json")
+    assert code == 0, err
+    r = json.loads(stdout)
+    meta = json.loads((out / "meta.json").read_text())
+    assert meta["params"]["dask"] == dask_cluster.scheduler_address
+    code, stdout, err = cli("evaluate", "--data", str(slice_root), "--model", str(out), "--json")
+    assert code == 0, err
+    ev = json.loads(stdout)
+    assert ev["groups"] == r["heldout"]["groups"] > 0
+    assert ev["top8_score"] > ev["random8_score"] and ev["top1_score"] > ev["random1_score"]
