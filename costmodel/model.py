@@ -47,6 +47,10 @@ class TrainParams:
     # pairs per document are taken among each group's top this many (lambdarank_num_pair_per_sample)
     topk: int = 16
     valid_fraction: float = 0.15
+    # training labels are gains ** gain_power: a sharper gain makes the ranker care most about the fastest
+    # configs, which is what top-k tuning needs (on inner validation splits of the training groups, power 3 raised
+    # top-1 on each of 3 splits, +0.02 on average, and top-8 by +0.003 over power 1)
+    gain_power: float = 3.0
     seed: int = 0
     nthread: int = 0  # 0: every core; fixed seed + hist give the same model for any thread count
     # a Dask scheduler address: boost with xgboost.dask on that cluster (``pip install 'costmodel[dask]'``)
@@ -142,11 +146,16 @@ def select_groups(table: pa.Table, group_ids) -> pa.Table:
 
 # --- fit -----------------------------------------------------------------------------------------------
 
-def _dmatrix(table: pa.Table):
+def labels(table: pa.Table, params: TrainParams) -> np.ndarray:
+    """Training labels: ``gains ** gain_power`` (0 for failures). Evaluation always uses the plain gains."""
+    return (gains(table) ** params.gain_power).astype(np.float32)
+
+
+def _dmatrix(table: pa.Table, params: TrainParams):
     import xgboost as xgb
 
     _, qid = group_codes(table)
-    return xgb.DMatrix(features.feature_matrix(table), label=gains(table), qid=qid,
+    return xgb.DMatrix(features.feature_matrix(table), label=labels(table, params), qid=qid,
                        feature_names=list(features.FEATURE_NAMES))
 
 
@@ -163,7 +172,7 @@ def _dask_client(address: str):
         raise CostModelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
 
 
-def dask_parts(client, table: pa.Table) -> tuple:
+def dask_parts(client, table: pa.Table, params: TrainParams) -> tuple:
     """(X, gains, qid) of ``table`` (sorted by group) as Dask arrays cut into partitions of whole groups: rows in
     qid order within each partition, partitions in qid order, so no query group spans two partitions and none
     is split across workers (XGBoost ranks within a worker's rows). About two partitions per worker, even in
@@ -171,7 +180,7 @@ def dask_parts(client, table: pa.Table) -> tuple:
     import dask
     import dask.array as da
 
-    x, y = features.feature_matrix(table), gains(table).astype(np.float32)
+    x, y = features.feature_matrix(table), labels(table, params)
     _, qid = group_codes(table)
     starts = group_bounds(table)[:-1]
     n_parts = max(1, min(len(starts), 2 * len(client.scheduler_info()["workers"])))
@@ -185,10 +194,10 @@ def dask_parts(client, table: pa.Table) -> tuple:
     return tuple(da.concatenate(c) for c in cols)
 
 
-def _dask_dmatrix(client, table: pa.Table):
+def _dask_dmatrix(client, table: pa.Table, params: TrainParams):
     import xgboost.dask as dxgb
 
-    x, y, qid = dask_parts(client, table)
+    x, y, qid = dask_parts(client, table, params)
     return dxgb.DaskDMatrix(client, x, y, qid=qid, feature_names=list(features.FEATURE_NAMES))
 
 
@@ -197,8 +206,8 @@ def _train_dask(params: TrainParams, train: pa.Table, valid: pa.Table | None):
     import xgboost.dask as dxgb
 
     with _dask_client(params.dask) as client:
-        evals = [(_dask_dmatrix(client, valid), "valid")] if valid is not None else []
-        out = dxgb.train(client, params.xgb_params(), _dask_dmatrix(client, train),
+        evals = [(_dask_dmatrix(client, valid, params), "valid")] if valid is not None else []
+        out = dxgb.train(client, params.xgb_params(), _dask_dmatrix(client, train, params),
                          num_boost_round=params.n_estimators, evals=evals,
                          early_stopping_rounds=params.early_stopping_rounds if evals else None, verbose_eval=False)
     return out["booster"]
@@ -223,8 +232,8 @@ def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, d
     if params.dask:
         booster = _train_dask(params, train, valid)
     else:
-        booster = xgb.train(params.xgb_params(), _dmatrix(train), num_boost_round=params.n_estimators,
-                            evals=[(_dmatrix(valid), "valid")] if valid is not None else [],
+        booster = xgb.train(params.xgb_params(), _dmatrix(train, params), num_boost_round=params.n_estimators,
+                            evals=[(_dmatrix(valid, params), "valid")] if valid is not None else [],
                             early_stopping_rounds=params.early_stopping_rounds if valid is not None else None,
                             verbose_eval=False)
     best = booster.best_iteration if valid is not None else params.n_estimators - 1

@@ -206,7 +206,7 @@ def test_dask_partitions_keep_groups_whole(dask_cluster, slice_root):
 
     table, _ = model.training_table(slice_root)
     with Client(dask_cluster) as client:
-        _, _, qid = model.dask_parts(client, table)
+        _, _, qid = model.dask_parts(client, table, model.TrainParams())
         blocks = [qid.blocks[i].compute() for i in range(qid.numblocks[0])]
     assert len(blocks) > 1
     assert all((np.diff(b) >= 0).all() for b in blocks), "rows not in qid order within a partition"
