@@ -21,7 +21,6 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from costmodel import dataset, hardware
 from costmodel.benchmark import STATUSES, Benchmarker, Measurement
-from costmodel.dataset import new_run_id  # noqa: F401 - re-exported: the collector's run ids
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config

@@ -16,7 +16,6 @@ import math
 import multiprocessing as mp
 import os
 import time
-import traceback
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field

@@ -105,7 +105,8 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
     from collect.plan import make_plan
-    from collect.runner import new_run_id, run_plan
+    from collect.runner import run_plan
+    from costmodel.dataset import new_run_id
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker, interpreting
     from costmodel.kernels import family_names, get_family

@@ -48,19 +48,23 @@ def median_ms(fn) -> float:
     return float(np.median(time_callable(fn, "cuda", **TIMING)[0]))
 
 
+def copy_bandwidth_tbs() -> float:
+    """Device-to-device copy of 1 GiB, counting bytes read + written."""
+    import torch
+
+    src = torch.empty(2**29, dtype=torch.float16, device="cuda").normal_()
+    dst = torch.empty_like(src)
+    return 2 * src.numel() * src.element_size() / median_ms(lambda: dst.copy_(src)) / 1e9
+
+
 @click.command()
 @click.option("--configs", default=120, help="configs sampled per (shape, dtype), the default among them")
 @click.option("--families", default="matmul,attention,softmax,layernorm,rmsnorm")
 @click.option("--out", default="bench_kernels.json")
 def main(configs: int, families: str, out: str) -> None:
-    import torch
 
     hw = hardware.current()
-    src = torch.empty(2**29, dtype=torch.float16, device="cuda").normal_()
-    dst = torch.empty_like(src)
-    copy_ms = median_ms(lambda: dst.copy_(src))
-    copy_tbs = 2 * src.numel() * 2 / copy_ms / 1e9
-    del src, dst
+    copy_tbs = copy_bandwidth_tbs()
     print(f"{hw.name}: copy {copy_tbs:.2f} TB/s", flush=True)
     results = []
     rng = np.random.default_rng(0)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from collect.plan import GroupPlan, make_plan
-from collect.runner import new_run_id, run_plan
+from collect.runner import run_plan
 from costmodel import dataset, space
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.errors import CostModelError
