@@ -3,6 +3,7 @@
 # results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
+# The tune step needs xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=$1; shift
@@ -18,6 +19,7 @@ for step in $steps; do
              timeout $left python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
              echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
              (cd /tmp && tar cf $OUT/data.tar data) ;;
+    tune) timeout 560 python3 scripts/bench_tune.py --helion --out $OUT/bench_tune.json 2>&1 | tail -30 ;;
     repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;
   esac
 done
