@@ -45,18 +45,6 @@ from collect.plan import GroupPlan
 from collect.runner import WorkItem
 
 
-def client(address: str):
-    """A Dask client connected to the scheduler at ``address``."""
-    try:
-        from distributed import Client
-    except ImportError:
-        raise CostModelError("--dask needs Dask: pip install 'costmodel[dask]'") from None
-    try:
-        return Client(address, timeout=30)
-    except (OSError, TimeoutError) as e:
-        raise CostModelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
-
-
 # --- where shards go ------------------------------------------------------------------------------------
 
 class Store:

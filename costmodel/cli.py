@@ -129,8 +129,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     dtype_list = dtypes.split(",") if dtypes else None
     if dask_address:
         from collect import cluster
+        from costmodel.model import dask_client as connect
 
-        with cluster.client(dask_address) as dask_client:
+        with connect(dask_address) as dask_client:
             hw = cluster.cluster_hardware(dask_client, device == "cpu")
             plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share)
             summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,

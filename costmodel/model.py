@@ -161,11 +161,12 @@ def _dmatrix(table: pa.Table, params: TrainParams):
 
 # --- fit on a Dask cluster -----------------------------------------------------------------------------
 
-def _dask_client(address: str):
+def dask_client(address: str):
+    """A Dask client connected to the scheduler at ``address`` (collection and training on a cluster)."""
     try:
         from distributed import Client
     except ImportError:
-        raise CostModelError("training on Dask needs Dask: pip install 'costmodel[dask]'") from None
+        raise CostModelError("--dask needs Dask: pip install 'costmodel[dask]'") from None
     try:
         return Client(address, timeout=30)
     except (OSError, TimeoutError) as e:
@@ -205,7 +206,7 @@ def _train_dask(params: TrainParams, train: pa.Table, valid: pa.Table | None):
     """xgboost.dask.train on the cluster at ``params.dask``; the booster comes back to this process."""
     import xgboost.dask as dxgb
 
-    with _dask_client(params.dask) as client:
+    with dask_client(params.dask) as client:
         evals = [(_dask_dmatrix(client, valid, params), "valid")] if valid is not None else []
         out = dxgb.train(client, params.xgb_params(), _dask_dmatrix(client, train, params),
                          num_boost_round=params.n_estimators, evals=evals,

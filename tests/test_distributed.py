@@ -53,9 +53,9 @@ def wait_for(pattern: str, timeout: float = 90) -> None:
         time.sleep(0.05)
 
 
-def test_dask_is_imported_only_on_its_paths():
+def test_collect_path_imports_neither_dask_nor_xgboost_nor_mlflow():
     code = ("import sys, costmodel.cli, costmodel.model, collect.runner, collect.parallel, collect.cluster; "
-            "print(sorted(m for m in ('dask', 'distributed', 'xgboost') if m in sys.modules))")
+            "print(sorted(m for m in ('dask', 'distributed', 'xgboost', 'mlflow') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          cwd=Path(__file__).resolve().parents[1]).stdout
     assert out.strip() == "[]"
