@@ -160,7 +160,6 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     _emit(summary, as_json, table)
 
 
-
 def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     from rich import box
 

@@ -15,7 +15,7 @@ import time
 import click
 import numpy as np
 
-from costmodel import dataset, hardware, model
+from costmodel import dataset, hardware, model, space
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family
 from tuner.cache import ResultCache
@@ -51,7 +51,6 @@ def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
     import torch
     import triton
 
-    from costmodel import space
     from costmodel.kernels.matmul import matmul_kernel
 
     fam = get_family("matmul")
@@ -102,7 +101,6 @@ def helion_quick_matmul(problem: dict, dtype: str) -> dict:
 @click.option("--out", default="bench_tune.json")
 def main(problems: int, helion: bool, out: str) -> None:
     import torch
-    import torch.nn.functional as F  # noqa: F401
 
     hw = hardware.current()
     cm = model.load_shipped(hw.gpu)
@@ -113,8 +111,6 @@ def main(problems: int, helion: bool, out: str) -> None:
         with tempfile.TemporaryDirectory() as cache_dir, IsolatedBenchmarker(hw, compile_workers=9) as bench:
             res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, cache=ResultCache(cache_dir))
         with IsolatedBenchmarker(hw) as bench:  # the whole valid space, for the exhaustive best and random-8
-            from costmodel import space
-
             everything = bench.measure(family, problem, dtype,
                                        space.enumerate_valid(get_family(family), problem, dtype, hw))
         oks = [m.latency_ms for m in everything if m.ok]

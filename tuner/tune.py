@@ -19,6 +19,7 @@ from tuner.cache import ResultCache
 FINALISTS = 3
 ROUNDS = 3
 
+
 @dataclass
 class TuneResult:
     gpu: str
@@ -41,6 +42,7 @@ class TuneResult:
         d.pop("measurements")
         return d
 
+
 def rank_candidates(family: str, problem: Problem, dtype: str, hw: HardwareRecord, cost_model,
                     configs: list[Config] | None = None) -> list[Config]:
     """``configs`` (default: every valid config of the problem), predicted fastest first."""
@@ -50,6 +52,7 @@ def rank_candidates(family: str, problem: Problem, dtype: str, hw: HardwareRecor
     order = model.rank(cost_model, features.candidates_table(family, problem, dtype, configs, hw))
     return [configs[i] for i in order]
 
+
 def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
     from costmodel.dataset import canonical_json
 
@@ -58,6 +61,7 @@ def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
         if m.ok:
             times.setdefault(canonical_json(m.config), []).append(m.latency_ms)
     return {k: statistics.median(v) for k, v in times.items()}
+
 
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
@@ -111,6 +115,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         cache.put(key, result.as_dict())
     return result
 
+
 def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_model, k: int = 8) -> dict:
     """Rank without a GPU (what a CPU machine can do): the model's top-k, nothing measured."""
     t0 = time.perf_counter()
@@ -120,6 +125,7 @@ def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_mod
     return {"gpu": hw.gpu, "kernel": family, "problem": problem, "dtype": dtype, "candidates": len(ranked),
             "benchmarked": 0, "top": [{"rank": i + 1, "config": c} for i, c in enumerate(ranked[:k])],
             "default_config": fam.default_config(problem, dtype, hw), "wall_s": time.perf_counter() - t0}
+
 
 __all__ = ["TuneResult", "predict", "rank_candidates", "tune"]
 
