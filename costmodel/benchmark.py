@@ -215,6 +215,8 @@ def _worker_main(conn, device: str, timing: dict) -> None:
     """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed)."""
     import torch
 
+    if device != "cpu":
+        _flush_buffer(device)  # CUDA context and flush buffer now, while the first group's configs compile
     while True:
         msg = conn.recv()
         if msg[0] == "stop":
@@ -296,7 +298,10 @@ class IsolatedBenchmarker:
 
     # -- measuring
     def prefetch(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> None:
-        """Queue compilation of configs that will be measured later (keeps the CPUs busy while the GPU times)."""
+        """Queue compilation of configs that will be measured later (keeps the CPUs busy while the GPU times),
+        and start the timing worker so that its CUDA set-up overlaps the compiles."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
         if self.pool:
             fam = get_family(family)
             for c in configs:

@@ -173,6 +173,16 @@ def dask_client(address: str):
         raise CostModelError(f"cannot reach the Dask scheduler at {address}: {e}") from None
 
 
+def partition_bounds(group_starts: np.ndarray, n_parts: int) -> list[int]:
+    """Row bounds of at most ``n_parts`` partitions of about even rows that never cut a group: each cut is the
+    first group start at or after an even share of rows. ``group_starts`` ends with the row count."""
+    starts, n_rows = group_starts[:-1], int(group_starts[-1])
+    n_parts = max(1, min(len(starts), n_parts))
+    at = np.searchsorted(starts, np.linspace(0, n_rows, n_parts + 1)[1:-1])
+    cuts = np.unique(starts[at[at < len(starts)]])  # a share past the last group start falls in the last group
+    return [0, *[int(c) for c in cuts if 0 < c < n_rows], n_rows]
+
+
 def dask_parts(client, table: pa.Table, params: TrainParams) -> tuple:
     """(X, gains, qid) of ``table`` (sorted by group) as Dask arrays cut into partitions of whole groups: rows in
     qid order within each partition, partitions in qid order, so no query group spans two partitions and none
@@ -183,11 +193,7 @@ def dask_parts(client, table: pa.Table, params: TrainParams) -> tuple:
 
     x, y = features.feature_matrix(table), labels(table, params)
     _, qid = group_codes(table)
-    starts = group_bounds(table)[:-1]
-    n_parts = max(1, min(len(starts), 2 * len(client.scheduler_info()["workers"])))
-    # cut at the first group start at or after each even share of rows
-    cuts = np.unique(starts[np.searchsorted(starts, np.linspace(0, len(qid), n_parts + 1)[1:-1])])
-    bounds = [0, *[int(c) for c in cuts if 0 < c < len(qid)], len(qid)]
+    bounds = partition_bounds(group_bounds(table), 2 * len(client.scheduler_info()["workers"]))
     cols: tuple[list, list, list] = ([], [], [])
     for lo, hi in zip(bounds[:-1], bounds[1:]):
         for col, arr, fut in zip(cols, (x, y, qid), client.scatter([x[lo:hi], y[lo:hi], qid[lo:hi]])):

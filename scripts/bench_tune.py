@@ -2,13 +2,21 @@
 of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
 1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
 
-    PYTHONPATH=. python3 scripts/bench_tune.py [--problems 20] [--helion] [--out bench_tune.json]
+    PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl]
+    python3 scripts/bench_tune.py --summarise a.jsonl b.jsonl   # the acceptance figures over every row
+
+Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
+the problems can be split over several GPU calls. Every tune starts with an empty Triton cache (cold); the
+exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import statistics
+import sys
 import tempfile
 import time
 
@@ -95,52 +103,98 @@ def helion_quick_matmul(problem: dict, dtype: str) -> dict:
     return {"wall_s": wall, "latency_ms": do_bench(lambda: matmul(a, b), return_mode="median")}
 
 
-@click.command()
-@click.option("--problems", default=len(PROBLEMS))
-@click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
-@click.option("--out", default="bench_tune.json")
-def main(problems: int, helion: bool, out: str) -> None:
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def cold_triton_cache(base: str, scratch: str) -> str:
+    """A fresh Triton cache holding only what ``base`` holds (Triton's kernel-independent driver module, which
+    any machine that ever ran Triton has): no kernel binary and no launcher of these kernels."""
+    path = tempfile.mkdtemp(dir=scratch)
+    shutil.copytree(base, path, dirs_exist_ok=True)
+    return path
+
+
+def measure_problem(family: str, problem: dict, dtype: str, hw, cm, helion: bool, sweep: IsolatedBenchmarker,
+                    base_cache: str, scratch: str) -> dict:
     import torch
+    from triton.testing import do_bench
 
-    hw = hardware.current()
-    cm = model.load_shipped(hw.gpu)
-    seen = set(dataset.read("data", ["problem_json"])["problem_json"].to_pylist())
-    rows = []
-    for family, problem, dtype in PROBLEMS[:problems]:
-        assert dataset.canonical_json(problem) not in seen, f"{problem} is in the data"
-        with tempfile.TemporaryDirectory() as cache_dir, IsolatedBenchmarker(hw, compile_workers=9) as bench:
+    shared_cache = os.environ["TRITON_CACHE_DIR"]
+    os.environ["TRITON_CACHE_DIR"] = cold_triton_cache(base_cache, scratch)  # the spawned workers inherit it
+    try:
+        t0 = time.perf_counter()
+        with tempfile.TemporaryDirectory() as cache_dir, IsolatedBenchmarker(hw) as bench:
             res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, cache=ResultCache(cache_dir))
-        with IsolatedBenchmarker(hw) as bench:  # the whole valid space, for the exhaustive best and random-8
-            everything = bench.measure(family, problem, dtype,
-                                       space.enumerate_valid(get_family(family), problem, dtype, hw))
-        oks = [m.latency_ms for m in everything if m.ok]
-        row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res.candidates,
-               "tune_wall_s": res.wall_s, "tune_compile_s": res.compile_s, "tune_ms": res.best["latency_ms"],
-               "exhaustive_best_ms": min(oks), "random8_ms": random8(oks), "default_ms": res.default_latency_ms}
-        row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
-        row["random8_score"] = row["exhaustive_best_ms"] / row["random8_ms"]
-        if family == "matmul":
-            a, b = get_family(family).make_inputs(problem, dtype, "cuda")
-            from triton.testing import do_bench
+        outer_wall = time.perf_counter() - t0
+    finally:
+        os.environ["TRITON_CACHE_DIR"] = shared_cache
+    log(f"tuned in {res.wall_s:.1f} s: {res.best['latency_ms']:.4f} ms")
+    everything = sweep.measure(family, problem, dtype, space.enumerate_valid(get_family(family), problem, dtype, hw))
+    oks = [m.latency_ms for m in everything if m.ok]
+    log(f"swept {len(everything)} configs, {len(oks)} ok: best {min(oks):.4f} ms")
+    row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res.candidates,
+           "tune_wall_s": res.wall_s, "tune_wall_with_teardown_s": outer_wall, "tune_compile_s": res.compile_s,
+           "tune_ms": res.best["latency_ms"], "tune_config": res.best["config"], "exhaustive_ok": len(oks),
+           "exhaustive_best_ms": min(oks), "random8_ms": random8(oks), "default_ms": res.default_latency_ms}
+    row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
+    row["random8_score"] = row["exhaustive_best_ms"] / row["random8_ms"]
+    if row["default_ms"]:
+        row["default_score"] = row["exhaustive_best_ms"] / row["default_ms"]
+    if family == "matmul":
+        a, b = get_family(family).make_inputs(problem, dtype, "cuda")
+        row["torch_ms"] = do_bench(lambda: torch.matmul(a, b), return_mode="median")
+        row["tune_vs_torch"] = row["torch_ms"] / row["tune_ms"]
+        if problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
+            row["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
+            log(f"triton.autotune: {row['triton_autotune_warm_compile_cache']}")
+            if helion:
+                row["helion_quick"] = helion_quick_matmul(problem, dtype)
+                log(f"helion quick: {row['helion_quick']}")
+    return row
 
-            row["torch_ms"] = do_bench(lambda: torch.matmul(a, b), return_mode="median")
-            row["tune_vs_torch"] = row["torch_ms"] / row["tune_ms"]
-            if problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
-                row["triton_autotune"] = triton_autotune_matmul(problem, dtype, hw)
-                if helion:
-                    row["helion_quick"] = helion_quick_matmul(problem, dtype)
-        rows.append(row)
-        print(json.dumps(row, default=str), flush=True)
+
+def summarise(rows: list[dict]) -> dict:
+    def geomean(key: str) -> float:
+        return float(np.exp(np.mean(np.log([r[key] for r in rows if r.get(key)]))))
+
     scores = np.array([r["tune_score"] for r in rows])
-    summary = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "problems": len(rows),
-               "median_tune_wall_s": statistics.median(r["tune_wall_s"] for r in rows),
-               "geomean_tune_score": float(np.exp(np.log(scores).mean())), "p10_tune_score": float(np.quantile(scores, 0.1)),
-               "geomean_random8_score": float(np.exp(np.mean(np.log([r["random8_score"] for r in rows])))),
-               "helion_full_4096_fp16_quoted": {"wall_s": 390, "configs": 839, "latency_ms": 0.2021, "vs_torch": 0.98},
-               "rows": rows}
-    with open(out, "w") as f:
-        json.dump(summary, f, indent=1, default=str)
-    print(json.dumps({k: v for k, v in summary.items() if k != "rows"}))
+    return {"problems": len(rows), "median_tune_wall_s": statistics.median(r["tune_wall_s"] for r in rows),
+            "max_tune_wall_s": max(r["tune_wall_s"] for r in rows),
+            "geomean_tune_score": geomean("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
+            "min_tune_score": float(scores.min()), "geomean_random8_score": geomean("random8_score"),
+            "geomean_default_score": geomean("default_score"),
+            "helion_full_4096_fp16_quoted": {"wall_s": 390, "configs": 839, "latency_ms": 0.2021, "vs_torch": 0.98}}
+
+
+@click.command()
+@click.option("--only", default="", help="comma-separated indices into PROBLEMS (default: all)")
+@click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
+@click.option("--out", default="bench_tune.jsonl", help="rows are appended here, one JSON line per problem")
+@click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
+def main(only: str, helion: bool, out: str, summarise_files: tuple[str, ...]) -> None:
+    if summarise_files:
+        rows = [json.loads(line) for f in summarise_files for line in open(f) if line.strip()]
+        print(json.dumps(summarise(rows), indent=1))
+        return
+    chosen = [PROBLEMS[int(i)] for i in only.split(",")] if only else PROBLEMS
+    with tempfile.TemporaryDirectory() as scratch, open(out, "a") as sink:
+        base_cache = os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "base")
+        os.makedirs(base_cache)
+        hw = hardware.current()  # creates Triton's driver, which builds its driver module into the base cache
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "shared")
+        cm = model.load_shipped(hw.gpu)
+        data = dataset.read("data", ["kernel", "problem_json", "dtype"])
+        seen = set(zip(data["kernel"].to_pylist(), data["problem_json"].to_pylist(), data["dtype"].to_pylist()))
+        with IsolatedBenchmarker(hw) as sweep:
+            for family, problem, dtype in chosen:
+                assert (family, dataset.canonical_json(problem), dtype) not in seen, f"{family} {problem} is in the data"
+                log(f"{family} {problem} {dtype}")
+                row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "model_data_hash": cm.meta["data"]["hash"],
+                       **measure_problem(family, problem, dtype, hw, cm, helion, sweep, base_cache, scratch)}
+                sink.write(json.dumps(row, default=str) + "\n")
+                sink.flush()
+                print(json.dumps(row, default=str), flush=True)
 
 
 if __name__ == "__main__":

@@ -103,6 +103,21 @@ def test_features_identical_for_measured_rows_and_candidates(slice_root):
         np.testing.assert_array_equal(features.feature_matrix(rows), features.feature_matrix(cand))
 
 
+@pytest.mark.parametrize("n_parts", [1, 2, 4, 7, 50])
+def test_partitions_keep_groups_whole_even_when_the_last_group_dominates(slice_root, n_parts):
+    table, _ = model.training_table(slice_root)
+    bounds = model.group_bounds(table)
+    sizes = np.diff(bounds)
+    big = int(np.argmax(sizes))  # put the largest group last: even shares of rows then fall inside it
+    order = [*range(big), *range(big + 1, len(sizes)), big]
+    starts = np.r_[0, np.cumsum(sizes[order])]
+    parts = model.partition_bounds(starts, n_parts)
+    assert parts[0] == 0 and parts[-1] == starts[-1]
+    assert all(lo < hi for lo, hi in zip(parts[:-1], parts[1:]))
+    assert set(parts) <= set(starts.tolist())  # every cut is a group start
+    assert len(parts) - 1 <= min(n_parts, len(sizes))
+
+
 # --- metrics -------------------------------------------------------------------------------------------
 
 def test_expected_best_of_random_k_is_exact():
