@@ -316,6 +316,7 @@ class IsolatedBenchmarker:
 
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
         fam = get_family(family)
+        self.prefetch(family, problem, dtype, configs)  # every compile queued before the first is awaited
         results: list[Measurement | None] = [None] * len(configs)
         compile_s: dict[int, float] = {}
         todo = []
