@@ -367,8 +367,8 @@ def model_card(meta: dict, evals: dict[str, Evaluation]) -> str:
     lines = [
         f"# costmodel ranking model for {meta['gpu']}",
         "",
-        f"Trained {meta['created']} with XGBoost {meta['xgboost_version']} (rank:ndcg, top-k pairs, gain = best "
-        f"latency / latency), {meta['trees']} trees, feature schema v{meta['feature_schema_version']} "
+        f"Trained {meta['created']} with XGBoost {meta['xgboost_version']} (rank:ndcg, top-k pairs, training gain = (best "
+        f"latency / latency)^{meta['params']['gain_power']:g}), {meta['trees']} trees, feature schema v{meta['feature_schema_version']} "
         f"({len(meta['feature_names'])} features).",
         "",
         f"Data: hash `{d['hash']}`, {d['rows']} measurements in {d['groups']} groups "
