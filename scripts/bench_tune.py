@@ -135,6 +135,7 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, cm, helion: bool
     log(f"swept {len(everything)} configs, {len(oks)} ok: best {min(oks):.4f} ms")
     row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res.candidates,
            "tune_wall_s": res.wall_s, "tune_wall_with_teardown_s": outer_wall, "tune_compile_s": res.compile_s,
+           "tune_phases_s": res.phases_s,
            "tune_ms": res.best["latency_ms"], "tune_config": res.best["config"], "exhaustive_ok": len(oks),
            "exhaustive_best_ms": min(oks), "random8_ms": random8(oks), "default_ms": res.default_latency_ms}
     row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]

@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar.
+# results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar: collect
+# starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
+# and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
+#   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
 # The tune step needs xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
 set -uo pipefail
@@ -16,10 +19,12 @@ for step in $steps; do
     tests) COSTMODEL_TEST_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_kernels_gpu.py 2>&1 | tail -25 ;;
     bench) timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40 ;;
     collect) left=$(( ${DEADLINE:-580} - SECONDS - 25 )); echo "collect may take ${left}s"
-             timeout $left python3 -m costmodel collect --out /tmp/data --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
+             rm -rf /tmp/data && cp -r data /tmp/data
+             timeout $left python3 -m costmodel collect --out /tmp/data --resume --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
              echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
              (cd /tmp && tar cf $OUT/data.tar data) ;;
-    tune) timeout 560 python3 scripts/bench_tune.py --helion --out $OUT/bench_tune.json 2>&1 | tail -30 ;;
+    tune) timeout $(( ${DEADLINE:-580} - SECONDS )) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 \
+            | grep -v '^{' | tail -60 ;;
     repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;
   esac
 done

@@ -45,6 +45,8 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
         cands = bench.recorded_configs(family, problem, dtype)
         res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands)
         assert res.benchmarked <= 9 and res.candidates == len(cands)
+        assert set(res.phases_s) == {"rank", "measure", "finalists"}
+        assert min(res.phases_s.values()) >= 0 and sum(res.phases_s.values()) <= res.wall_s
         ratios.append(best / res.best["latency_ms"])
         lat = np.sort([m.latency_ms for m in bench.measure(family, problem, dtype, cands)])
         n = len(lat)  # expected best-of-8 of a random draw without replacement, exactly
@@ -55,7 +57,7 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     assert len(ratios) >= 40
     assert geo > float(np.exp(np.mean(np.log(random8)))) + 0.05, "no better than benchmarking 8 random configs"
     print(f"replay tune k=8 on {len(ratios)} held-out groups: geomean {geo:.4f}, p10 {np.quantile(ratios, 0.1):.4f}")
-    assert geo >= 0.97, f"geomean {geo:.4f} of the recorded best"
+    assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
 
 
 def test_second_tune_answers_from_the_cache(heldout, tmp_path):

@@ -31,7 +31,8 @@ class TuneResult:
     best: dict  # {"config": ..., "latency_ms": ...}
     default_latency_ms: float | None
     wall_s: float
-    compile_s: float
+    compile_s: float  # summed over the configs compiled (in parallel)
+    phases_s: dict = field(default_factory=dict)  # rank, measure (compile wait + top-k timing), finalists
     predicted_rank: list[dict] = field(default_factory=list)  # the top-k: config, rank, measured ms, status
     exhaustive_best_ms: float | None = None
     cached: bool = False
@@ -83,14 +84,17 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
     cost_model = cost_model or model.load_shipped(hw.gpu)
     ranked = rank_candidates(family, problem, dtype, hw, cost_model, configs)
+    t_ranked = time.perf_counter()
     default = fam.default_config(problem, dtype, hw)
     top = ranked[:k]
     extra = [] if default in top or default not in ranked else [default]
     bench.prefetch(family, problem, dtype, top + extra)
     first = bench.measure(family, problem, dtype, top + extra)
+    t_measured = time.perf_counter()
     ok = sorted((m for m in first[: len(top)] if m.ok), key=lambda m: m.latency_ms)
     finalists = [m.config for m in ok[:FINALISTS]]
     again = bench.measure(family, problem, dtype, finalists * ROUNDS) if len(finalists) > 1 else []
+    t_finalists = time.perf_counter()
     medians = _median_by_config([m for m in first if m.config in finalists] + again)
     best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
     default_m = first[top.index(default)] if default in top else (first[-1] if extra else None)
@@ -107,6 +111,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None},
         default_latency_ms=default_m.latency_ms if default_m is not None and default_m.ok else None,
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first)),
+        phases_s={"rank": t_ranked - t0, "measure": t_measured - t_ranked, "finalists": t_finalists - t_measured},
         predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": m.latency_ms}
                         for i, m in enumerate(first[: len(top)])],
         exhaustive_best_ms=exhaustive_best, measurements=all_ms)
