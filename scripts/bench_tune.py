@@ -3,7 +3,7 @@ of the same space, random-8, the default config, triton.autotune over the full l
 1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
 
     PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl]
-    python3 scripts/bench_tune.py --summarise a.jsonl b.jsonl   # the acceptance figures over every row
+    python3 scripts/bench_tune.py --summarise a.jsonl --summarise b.jsonl   # the figures over all their rows
 
 Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
 the problems can be split over several GPU calls. Every tune starts with an empty Triton cache (cold); the
