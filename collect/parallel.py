@@ -122,15 +122,17 @@ def _kill_group(pid: int) -> None:
 def measure_item(item: WorkItem, recorder: runner.GroupRecorder, writer: PublishingShardWriter,
                  out: str | Path) -> tuple[dict[str, int], float | None, int, list[str]]:
     """Measure one group into ``writer`` (tagged with its plan index). A re-queued group first drops the pairs
-    already in the dataset under ``out``: a dead worker published them in this run (pairs of earlier runs left
-    the plan's work at the start), so they are counted with the group. Returns (counts by status, best ms,
-    pairs found published, the shards that hold them)."""
+    this run already has under ``out``: a dead worker published them, so they are counted with the group (pairs
+    of earlier runs are --resume's business: they left the plan's work at the start, or are measured again).
+    Returns (counts by status, best ms, pairs found published, the shards that hold them)."""
     todo, found = item.todo, {}
-    if item.recheck:
-        t = dataset.read(out, ["config_json", "status", "__filename"], ds.field("group_id") == item.gid)
-        wanted = {dataset.canonical_json(c) for c in todo}
-        found = {c: (st, f) for c, st, f in zip(*(t[k].to_pylist() for k in t.column_names)) if c in wanted}
-        todo = [c for c in todo if dataset.canonical_json(c) not in found]
+    if item.recheck and Path(out).exists():
+        wanted = [dataset.canonical_json(c) for c in todo]
+        mine = ((ds.field("group_id") == item.gid) & (ds.field("run_id") == recorder.run_id)
+                & ds.field("config_json").isin(wanted))
+        t = dataset.read(out, ["config_json", "status", "__filename"], mine)
+        found = {c: (st, f) for c, st, f in zip(*(t[k].to_pylist() for k in t.column_names))}
+        todo = [c for c, key in zip(todo, wanted) if key not in found]
     before = dict(recorder.counts)
     ms, rows = recorder.measure(item, todo)
     writer.add(recorder.hw.gpu, item.group.family, rows, tag=item.index)

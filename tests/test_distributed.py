@@ -147,6 +147,26 @@ def dask_cluster():
         yield c
 
 
+def test_requeued_group_measures_again_what_only_an_earlier_run_published(tmp_path):
+    """Without --resume, pairs of an earlier run are this run's work: a re-queued group must not take them as
+    published by its dead worker; and a worker may die before anything is published (no dataset yet)."""
+    g = GroupPlan(FAULTY, {"N": 41}, "float32", tuple({"BLOCK": 16, "FAULT": f} for f in (0, 4)), False)
+    item = runner.plan_work([g], HW)[0]
+    item.recheck = True
+    stub = _Stub()
+    fresh = tmp_path / "fresh"
+    counts, _, recovered, _ = parallel.measure_item(item, runner.GroupRecorder(stub, HW, "r2"),
+                                                    parallel.PublishingShardWriter(fresh, "r2-w1", 100), fresh)
+    assert recovered == 0 and stub.asked == item.todo and counts == {"ok": 2}
+    _, rows = runner.GroupRecorder(_Stub(), HW, "r1").measure(item)
+    dataset.write_shard(tmp_path, HW.gpu, FAULTY, "r1-w0", rows)  # an earlier run's
+    stub.asked = []
+    counts, _, recovered, shards = parallel.measure_item(item, runner.GroupRecorder(stub, HW, "r2"),
+                                                         parallel.PublishingShardWriter(tmp_path, "r2-w1", 100),
+                                                         tmp_path)
+    assert recovered == 0 and shards == [] and stub.asked == item.todo and counts == {"ok": 2}
+
+
 def test_dask_task_reads_back_the_shard_an_earlier_attempt_published(tmp_path):
     g = slow_plan(1)[0]
     item = runner.plan_work([g], HW)[0]
