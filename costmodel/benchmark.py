@@ -64,6 +64,17 @@ class Benchmarker(Protocol):
         ...
 
 
+def compile_ahead(bench: Benchmarker, family: str, problem: Problem, dtype: str, configs: list[Config],
+                  poll_s: float = 0.005) -> float:
+    """Queue the configs' compilation and wait until every one is done; the seconds waited (so that a caller can
+    tell compile time from timing)."""
+    t0 = time.perf_counter()
+    bench.prefetch(family, problem, dtype, configs)
+    while not bench.ready(family, problem, dtype, configs):
+        time.sleep(poll_s)
+    return time.perf_counter() - t0
+
+
 def interpreting() -> bool:
     return os.environ.get("TRITON_INTERPRET") == "1"
 

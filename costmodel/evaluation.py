@@ -141,9 +141,10 @@ def split_groups(table: pa.Table, how: str, seed: int = 0) -> list[Split]:
 
 # --- per-group metrics ---------------------------------------------------------------------------------
 
-def _expected_best(sorted_gains: np.ndarray, ks: np.ndarray) -> np.ndarray:
-    """Expected max gain of a uniformly random k-subset, for each k (gains sorted best first): the i-th best is
-    the subset's best with probability C(n-1-i, k-1) / C(n, k)."""
+def expected_best_of_random_k(sorted_gains: np.ndarray, ks: np.ndarray) -> np.ndarray:
+    """Expected best of a uniformly random k-subset, for each k, exactly (values sorted best first: gains
+    descending, or latencies ascending for the expected fastest latency): the i-th best is the subset's best
+    with probability C(n-1-i, k-1) / C(n, k)."""
     n = len(sorted_gains)
     lg = np.array([math.lgamma(x + 1) for x in range(n + 1)])
     out = np.empty(len(ks))
@@ -211,7 +212,7 @@ def _group_result(info: dict, ext: np.ndarray, rows: pa.Table, scores: np.ndarra
     steps = np.minimum(np.arange(1, CURVE_LEN + 1), n)
     model_curve = np.maximum.accumulate(gain[order])[steps - 1]
     sorted_gain = np.sort(gain)[::-1]
-    random_curve = _expected_best(sorted_gain, steps)
+    random_curve = expected_best_of_random_k(sorted_gain, steps)
 
     configs = rows["config_json"].to_pylist()
     by_config = dict(zip(configs, gain))
@@ -223,7 +224,7 @@ def _group_result(info: dict, ext: np.ndarray, rows: pa.Table, scores: np.ndarra
         default_curve = np.full(CURVE_LEN, math.nan)
     else:  # the default first, then random picks among the others
         others = np.sort(np.delete(gain, configs.index(default)))[::-1]
-        rest = _expected_best(np.maximum(others, g_default), np.maximum(steps - 1, 1)) if len(others) else steps * 0.0
+        rest = expected_best_of_random_k(np.maximum(others, g_default), np.maximum(steps - 1, 1)) if len(others) else steps * 0.0
         default_curve = np.where(steps == 1, g_default, np.maximum(rest, g_default))
     near = [by_config[c] for c in nearest.configs(info["kernel"], info["dtype"], ext) if c in by_config]
 

@@ -124,7 +124,7 @@ def test_expected_best_of_random_k_is_exact():
     gains = np.array([1.0, 0.8, 0.5, 0.5, 0.2, 0.0])
     for k in range(1, len(gains) + 1):
         brute = np.mean([max(s) for s in itertools.combinations(gains, k)])
-        assert evaluation._expected_best(gains, np.array([k]))[0] == pytest.approx(brute)
+        assert evaluation.expected_best_of_random_k(gains, np.array([k]))[0] == pytest.approx(brute)
 
 
 def test_kendall_tau_b():

@@ -12,6 +12,7 @@ from click.testing import CliRunner
 from costmodel import dataset, model
 from costmodel.benchmark import ReplayBenchmarker
 from costmodel.cli import main
+from costmodel.evaluation import expected_best_of_random_k
 from costmodel.hardware import KNOWN
 from tuner.cache import ResultCache
 from tuner.tune import record, tune
@@ -49,10 +50,7 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
         assert min(res.phases_s.values()) >= 0 and sum(res.phases_s.values()) <= res.wall_s
         ratios.append(best / res.best["latency_ms"])
         lat = np.sort([m.latency_ms for m in bench.measure(family, problem, dtype, cands)])
-        n = len(lat)  # expected best-of-8 of a random draw without replacement, exactly
-        p_min = np.array([np.prod([(n - i - j) / (n - j) for j in range(min(8, n))]) for i in range(n)])
-        p_min = -np.diff(np.append(p_min, 0.0)) if n > 8 else np.eye(n)[0]
-        random8.append(best / float(np.dot(p_min, lat)))
+        random8.append(best / float(expected_best_of_random_k(lat, np.array([8]))[0]))
     geo = float(np.exp(np.mean(np.log(ratios))))
     assert len(ratios) >= 40
     assert geo > float(np.exp(np.mean(np.log(random8)))) + 0.05, "no better than benchmarking 8 random configs"

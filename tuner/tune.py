@@ -10,7 +10,7 @@ import time
 from dataclasses import asdict, dataclass, field
 
 from costmodel import hardware, space
-from costmodel.benchmark import Benchmarker, Measurement
+from costmodel.benchmark import Benchmarker, Measurement, compile_ahead
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
@@ -88,9 +88,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     default = fam.default_config(problem, dtype, hw)
     top = ranked[:k]
     extra = [] if default in top or default not in ranked else [default]
-    bench.prefetch(family, problem, dtype, top + extra)
-    while not bench.ready(family, problem, dtype, top + extra):
-        time.sleep(0.005)
+    compile_wait_s = compile_ahead(bench, family, problem, dtype, top + extra)
     t_compiled = time.perf_counter()
     first = bench.measure(family, problem, dtype, top + extra)
     t_measured = time.perf_counter()
@@ -114,7 +112,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None},
         default_latency_ms=default_m.latency_ms if default_m is not None and default_m.ok else None,
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first)),
-        phases_s={"rank": t_ranked - t0, "compile": t_compiled - t_ranked, "time": t_measured - t_compiled,
+        phases_s={"rank": t_ranked - t0, "compile": compile_wait_s, "time": t_measured - t_compiled,
                   "finalists": t_finalists - t_measured},
         predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": m.latency_ms}
                         for i, m in enumerate(first[: len(top)])],
@@ -136,9 +134,6 @@ def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_mod
             "default_config": fam.default_config(problem, dtype, hw), "wall_s": time.perf_counter() - t0}
 
 
-__all__ = ["TuneResult", "predict", "rank_candidates", "tune"]
-
-
 def record(result: TuneResult, root, hw: HardwareRecord, run_id: str) -> int:
     """Append a tuning run's measurements to the dataset (one row per config: its first measurement), so each
     tuning run grows the data. Returns the rows written."""
@@ -157,3 +152,6 @@ def record(result: TuneResult, root, hw: HardwareRecord, run_id: str) -> int:
                                         result.exhaustive_best_ms is not None, result.problem, result.dtype, fresh)
         dataset.write_shard(root, hw.gpu, result.kernel, run_id, rows)
     return len(fresh)
+
+
+__all__ = ["TuneResult", "predict", "rank_candidates", "record", "tune"]
