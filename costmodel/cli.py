@@ -382,7 +382,8 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
         table.add_row(str(row["rank"]), json.dumps(row["config"]), f"{ms:.4f}" if ms else row["status"],
                       f"{default / ms:.2f}" if ms and default else "")
     best = result.best
-    table.caption = (f"best {best['latency_ms']:.4f} ms {json.dumps(best['config'])}; default "
+    table.caption = ((f"best {best['latency_ms']:.4f} ms {json.dumps(best['config'])}" if best["config"] is not None
+                      else f"none of the top {k} ran correctly") + "; default "
                      f"{default if default is None else f'{default:.4f}'} ms"
                      + (f"; exhaustive best {result.exhaustive_best_ms:.4f} ms" if result.exhaustive_best_ms else ""))
     _emit(out, as_json, table)
