@@ -51,7 +51,15 @@ MODEL_TEST_GROUPS = {"exhaustive": 4, "sampled": 12}
 
 
 @pytest.fixture(scope="session")
-def slice_root(tmp_path_factory):
+def data_root():
+    """The committed H200 data (or COSTMODEL_TEST_DATA's)."""
+    from pathlib import Path
+
+    return Path(os.environ.get("COSTMODEL_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+
+
+@pytest.fixture(scope="session")
+def slice_root(tmp_path_factory, data_root):
     """A temporary dataset holding the real measurements of a few groups per family (MODEL_TEST_GROUPS, first by
     group id) from data/ (or COSTMODEL_TEST_DATA), with the collector's manifests. Skips while there are no
     measurements."""
@@ -64,7 +72,7 @@ def slice_root(tmp_path_factory):
     from costmodel import dataset, evaluation, model
     from costmodel.errors import CostModelError
 
-    data = Path(os.environ.get("COSTMODEL_TEST_DATA", Path(__file__).resolve().parents[1] / "data"))
+    data = data_root
     try:
         table, _ = model.training_table(data)
     except CostModelError as e:

@@ -1,6 +1,7 @@
 """Collector: reproducible plans, failures recorded without stopping the run, atomic shards, resume."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -98,15 +99,13 @@ if __name__ == "__main__":
 def test_kill_between_flushes_loses_only_the_shard_in_flight_and_resume_fills_the_rest(tmp_path):
     script = tmp_path / "killable.py"
     script.write_text(_KILLABLE)
-    env = {**__import__("os").environ, "PYTHONPATH": f"{Path(__file__).parent}:{Path(__file__).parent.parent}"}
+    env = {**os.environ, "PYTHONPATH": f"{Path(__file__).parent}:{Path(__file__).parent.parent}"}
     out = tmp_path / "data"
     proc = subprocess.Popen([sys.executable, str(script), str(out), "first"], env=env,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and len(list(out.glob("gpu=*/kernel=*/part-*.parquet"))) < 2:
         time.sleep(0.05)
-    import os
-
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     first = dataset.read(out)

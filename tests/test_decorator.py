@@ -128,7 +128,7 @@ def test_shipped_model_loads_by_default(h200_model):
 
 
 def test_falls_back_without_a_model():
-    k = 2
+    k = 1  # a sample of 4 of the 12 configs: seed 0 alone would draw neither the first nor the default
     unknown = dataclasses.replace(HW, gpu="nvidia-unknown")
     kernel = costmodel_autotune("matmul", key=["M", "N", "K"], configs=CONFIGS, k=k, hw=unknown,
                                 do_bench=cpu_bench)(user_matmul)
@@ -164,5 +164,5 @@ def test_falls_back_for_a_family_the_model_does_not_know(h200_model):
 
 
 def test_rejects_dims_the_kernel_lacks():
-    with pytest.raises(CostModelError, match="dims"):
+    with pytest.raises(CostModelError, match="no argument rows"):
         costmodel_autotune("matmul", key=["M"], configs=CONFIGS, hw=HW, dims={"M": "rows"})(user_matmul)

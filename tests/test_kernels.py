@@ -58,16 +58,12 @@ def test_family_matches_reference(name, dtype, problem):
 
 
 @pytest.mark.parametrize("name", family_names())
-def test_space_respects_constraints(name):
+def test_sample_is_valid_default_first_and_distinct(name):
     fam = get_family(name)
     problem = fam.problems(np.random.default_rng(3), 1)[0]
     dtype = fam.dtypes[0]
     valid = space.enumerate_valid(fam, problem, dtype, HW)
     assert valid, "no valid config"
-    assert all(fam.is_valid(problem, dtype, c, HW) for c in valid)
-    n_all = sum(1 for _ in fam.all_configs())
-    invalid = [c for c in fam.all_configs() if not fam.is_valid(problem, dtype, c, HW)]
-    assert len(valid) + len(invalid) == n_all
     sample = space.sample(fam, problem, dtype, HW, 20, np.random.default_rng(1))
     assert sample[0] == fam.default_config(problem, dtype, HW)
     assert all(c in valid for c in sample)

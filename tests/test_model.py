@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import json
-import math
 import subprocess
 import sys
 from pathlib import Path
@@ -180,7 +179,7 @@ def test_gpu_mismatch_is_refused(tmp_path):
 
 def test_missing_model_is_a_one_line_error(tmp_path, cli):
     code, _, stderr = cli("evaluate", "--model", str(tmp_path / "none"), "--data", str(tmp_path))
-    assert code == 2 and stderr.startswith("error: no model at")
+    assert code == 2 and stderr.startswith("error: no model at") and stderr.count("\n") == 1
 
 
 def test_costmodel_import_does_not_import_mlflow_or_matplotlib():
@@ -250,4 +249,4 @@ def test_splits_split_groups_never_rows():
     full = evaluation.split_groups(t, "heldout")[0]
     half = evaluation.split_groups(t.slice(0, 30), "heldout")[0]
     assert set(half.test) == set(full.test) & set(ids[:30])
-    assert math.isclose(len(full.test) / 40, 0.25, abs_tol=0.25)
+    assert 0 < len(full.test) < 20  # shares 0.15 (sampled) and 0.75 (exhaustive): about 11 of these 40
