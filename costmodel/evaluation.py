@@ -187,7 +187,7 @@ class _Nearest:
         order = np.lexsort((lat, codes))  # per group, fastest first
         first = order[np.r_[True, codes[order][1:] != codes[order][:-1]]] if len(order) else order
         ok = np.isfinite(lat[first])
-        configs = np.asarray(train["config_json"].to_pylist(), dtype=object)[first]
+        configs = train["config_json"].take(pa.array(first, pa.int64())).to_pylist()
         self.key = list(zip(info["kernel"].to_pylist(), info["dtype"].to_pylist()))
         self.ext = np.nan_to_num(_extents(info), nan=0.0)
         self.best = [c if o else None for c, o in zip(configs, ok)]
@@ -248,19 +248,25 @@ def evaluate(cm: model.CostModel, test: pa.Table, train: pa.Table, split: str) -
     ``train`` supplies the nearest-shape baseline."""
     scores = model.score(cm, test)
     bounds = model.group_bounds(test)
+    ran = np.isfinite(model.latencies(test))
     infos = group_info(test)
     ext = _extents(infos)
     nearest = _Nearest(train)
     ev = Evaluation(split)
     for j, info in enumerate(infos.to_pylist()):
         lo, hi = bounds[j], bounds[j + 1]
-        rows = test.slice(lo, hi - lo)
-        if np.isfinite(model.latencies(rows)).any():
+        if ran[lo:hi].any():
+            rows = test.slice(lo, hi - lo)
             ev.groups.append(_group_result(info, ext[j], rows, scores[lo:hi], nearest))
             ev.records += int(hi - lo)
     if not ev.groups:
         raise CostModelError(f"split {split}: no held-out group has a config that ran")
     return ev
+
+
+def geomean(v: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """Geometric mean of scores, clipped at SCORE_FLOOR so that one zero does not zero the mean."""
+    return np.exp(np.log(np.maximum(v, SCORE_FLOOR)).mean(axis=axis))
 
 
 def _aggregate(ms: list[dict[str, float]]) -> dict[str, float | None]:
@@ -271,7 +277,7 @@ def _aggregate(ms: list[dict[str, float]]) -> dict[str, float | None]:
         v = np.array([m[key] for m in ms], dtype=np.float64)
         v = v[~np.isnan(v)]
         if key.endswith("_score"):
-            out[key] = float(np.exp(np.log(np.maximum(v, SCORE_FLOOR)).mean())) if len(v) else None
+            out[key] = float(geomean(v)) if len(v) else None
             out[f"p10_{key}"] = float(np.percentile(v, 10)) if len(v) else None
         else:
             out[key] = float(v.mean()) if len(v) else None
@@ -283,11 +289,13 @@ def _aggregate(ms: list[dict[str, float]]) -> dict[str, float | None]:
 
 # --- training with its report --------------------------------------------------------------------------
 
-def run_split(table: pa.Table, split: Split, gpu: str, params: model.TrainParams) -> Evaluation:
-    """Train a fresh model on the split's training groups and evaluate it on its test groups."""
+def run_split(table: pa.Table, split: Split, gpu: str, params: model.TrainParams) -> tuple[object, dict, Evaluation]:
+    """Train a fresh model on the split's training groups and evaluate it on its test groups: (booster,
+    training facts, evaluation)."""
     train = model.select_groups(table, split.train)
-    booster, _ = model.fit(train, params)
-    return evaluate(model.CostModel(booster, {"gpu": gpu}), model.select_groups(table, split.test), train, split.name)
+    booster, fit_info = model.fit(train, params)
+    test = model.select_groups(table, split.test)
+    return booster, fit_info, evaluate(model.CostModel(booster, {"gpu": gpu}), test, train, split.name)
 
 
 def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParams, seed: int = 0) -> Evaluation:
@@ -295,7 +303,7 @@ def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParam
     saw it, so the pooled per-kernel figures are the per-fold ones."""
     ev = Evaluation(how)
     for split in split_groups(table, how, seed):
-        fold = run_split(table, split, gpu, params)
+        _, _, fold = run_split(table, split, gpu, params)
         ev.groups += fold.groups
         ev.records += fold.records
     return ev
@@ -307,11 +315,9 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
     ``extra_params`` is None) evaluate fresh models on the dissimilar and leave-one-family-out splits.
     Returns (booster, meta, evaluations by split)."""
     split = split_groups(table, "heldout", seed)[0]
-    train = model.select_groups(table, split.train)
-    booster, fit_info = model.fit(train, params)
-    hw = dataset.hw_from_row(group_info(table).slice(0, 1).to_pylist()[0]).as_dict()
-    evals = {"heldout": evaluate(model.CostModel(booster, {"gpu": gpu}), model.select_groups(table, split.test),
-                                 train, "heldout")}
+    booster, fit_info, heldout_eval = run_split(table, split, gpu, params)
+    hw = dataset.hw_from_row(table.slice(0, 1).to_pylist()[0]).as_dict()
+    evals = {"heldout": heldout_eval}
     if extra_params is not None:
         kernels = pc.unique(table["kernel"])
         for how in ("dissimilar", "family") if len(kernels) > 1 else ("dissimilar",):

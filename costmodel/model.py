@@ -131,8 +131,8 @@ def latencies(table: pa.Table) -> np.ndarray:
 def gains(table: pa.Table) -> np.ndarray:
     """Relevance per row: best latency in its group / its latency; 0 for failures."""
     lat = latencies(table)
-    _, codes = group_codes(table)
-    best = np.full(codes.max() + 1 if len(codes) else 0, np.inf)
+    ids, codes = group_codes(table)
+    best = np.full(len(ids), np.inf)
     np.minimum.at(best, codes, lat)
     out = np.zeros(len(lat))
     ran = np.isfinite(lat)
@@ -276,6 +276,7 @@ def rank(model: CostModel, table: pa.Table | dict) -> np.ndarray:
 def new_meta(gpu: str, hw: dict, table: pa.Table, fit_info: dict, heldout: dict, metrics: dict) -> dict:
     """What meta.json records: enough to refuse a mismatched model and to re-check its claims."""
     kernels = pc.value_counts(table["kernel"]).to_pylist()
+    sources = table.group_by(["kernel", "source_hash"]).aggregate([]).to_pylist()
     return {
         "meta_version": META_VERSION,
         "gpu": gpu,
@@ -286,7 +287,7 @@ def new_meta(gpu: str, hw: dict, table: pa.Table, fit_info: dict, heldout: dict,
         "data": {
             "hash": data_hash(table), "rows": table.num_rows, "groups": len(pc.unique(table["group_id"])),
             "rows_per_kernel": {k["values"]: k["counts"] for k in kernels},
-            "source_hashes": sorted(set(zip(table["kernel"].to_pylist(), table["source_hash"].to_pylist()))),
+            "source_hashes": sorted((r["kernel"], r["source_hash"]) for r in sources),
         },
         **fit_info,
         "heldout": heldout,
@@ -329,6 +330,15 @@ def check_meta(meta: dict, where: str, gpu: str | None = None) -> None:
         raise CostModelError(f"model at {where} is for GPU {meta.get('gpu')!r}, not {gpu!r}")
 
 
+def is_compatible(meta: dict) -> bool:
+    """Whether this code can rank with a model of this meta (its features are the ones computed here)."""
+    try:
+        check_meta(meta, "")
+    except CostModelError:
+        return False
+    return True
+
+
 def load(model: str | Path, gpu: str | None = None) -> CostModel:
     """Load a model directory (or the shipped model of a GPU slug), refusing a missing, corrupt or mismatched
     one with a clear message. ``gpu`` is the GPU it must be for."""
@@ -367,12 +377,14 @@ def shipped() -> list[dict]:
         try:
             meta = json.loads(meta_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
+            meta = None
+        if not isinstance(meta, dict):
             out.append({"gpu": meta_path.parent.name, "path": str(meta_path.parent), "error": "corrupt meta.json"})
             continue
         metrics = meta.get("metrics", {})
         out.append({"gpu": meta.get("gpu"), "path": str(meta_path.parent), "created": meta.get("created"),
                     "data_hash": meta.get("data", {}).get("hash"), "rows": meta.get("data", {}).get("rows"),
                     "feature_schema_version": meta.get("feature_schema_version"),
-                    "compatible": meta.get("feature_schema_version") == features.FEATURE_SCHEMA_VERSION,
+                    "compatible": is_compatible(meta),
                     "top8_score": metrics.get("top8_score"), "random8_score": metrics.get("random8_score")})
     return out

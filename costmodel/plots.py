@@ -6,7 +6,7 @@ from pathlib import Path
 
 import numpy as np
 
-from costmodel.evaluation import CURVE_LEN, SCORE_FLOOR, Evaluation
+from costmodel.evaluation import CURVE_LEN, Evaluation, geomean
 
 
 def write_plots(ev: Evaluation, out: str | Path) -> list[str]:
@@ -25,7 +25,7 @@ def write_plots(ev: Evaluation, out: str | Path) -> list[str]:
         curves = np.array([g.curves[strategy] for g in ev.groups])
         curves = curves[~np.isnan(curves).any(axis=1)]
         if len(curves):
-            ax.plot(steps, np.exp(np.log(np.maximum(curves, SCORE_FLOOR)).mean(axis=0)),
+            ax.plot(steps, geomean(curves, axis=0),
                     label=f"{strategy} ({len(curves)} groups)")
     ax.set(xscale="log", xlabel="configs benchmarked", ylabel="fraction of best latency (geomean)",
            title=f"best so far, {ev.split} split ({len(ev.groups)} groups)")
@@ -35,7 +35,7 @@ def write_plots(ev: Evaluation, out: str | Path) -> list[str]:
     fig.savefig(paths[0], dpi=120, bbox_inches="tight")
     plt.close(fig)
 
-    ranks = np.concatenate([g.ranks for g in ev.groups]) if ev.groups else np.empty((0, 2))
+    ranks = np.concatenate([g.ranks for g in ev.groups])
     fig, ax = plt.subplots(figsize=(5, 5))
     ax.hexbin(ranks[:, 1], ranks[:, 0], gridsize=40, cmap="viridis", bins="log", extent=(0, 1, 0, 1))
     ax.plot([0, 1], [0, 1], color="white", lw=1, ls="--")

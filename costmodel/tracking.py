@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from costmodel import evaluation, model
 from costmodel.errors import CostModelError
@@ -162,8 +163,7 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
     champ_meta = None if current is None else _run_meta(current.run_id)
     if current is None:
         decision.update(promoted=True, reason="no champion yet")
-    elif champ_meta is None or champ_meta.get("feature_names") != meta["feature_names"] or \
-            champ_meta.get("feature_schema_version") != meta["feature_schema_version"]:
+    elif champ_meta is None or not model.is_compatible(champ_meta):
         decision.update(promoted=True, reason="champion has no meta.json or other features")
     else:
         groups = set(champ_meta["heldout"]["groups"]) & set(meta["heldout"]["groups"])
@@ -171,7 +171,7 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
         if common.num_rows == 0:
             decision.update(promoted=False, reason="no held-out groups in common with the champion")
         else:
-            rest = model.select_groups(table, sorted(set(table["group_id"].to_pylist()) - groups))
+            rest = table.filter(pc.invert(pc.is_in(table["group_id"], common["group_id"].unique())))
             try:
                 champ_booster = mlflow.xgboost.load_model(f"models:/{name}@{CHAMPION}")
             except MlflowException as e:
