@@ -87,6 +87,9 @@ class WorkerOptions:
     flush_s: float = 60.0
     deadline: float | None = None  # time.time() after which no group starts (--time-budget)
 
+    def past_deadline(self) -> bool:
+        return self.deadline is not None and time.time() > self.deadline
+
 
 class PublishingShardWriter(dataset.ShardWriter):
     """A shard writer that also says which groups its published shards hold: ``published`` collects the tags
@@ -133,10 +136,9 @@ def measure_item(item: WorkItem, recorder: runner.GroupRecorder, writer: Publish
         t = dataset.read(out, ["config_json", "status", "__filename"], mine)
         found = {c: (st, f) for c, st, f in zip(*(t[k].to_pylist() for k in t.column_names))}
         todo = [c for c, key in zip(todo, wanted) if key not in found]
-    before = dict(recorder.counts)
     ms, rows = recorder.measure(item, todo)
     writer.add(recorder.hw.gpu, item.group.family, rows, tag=item.index)
-    counts = {k: v - before[k] for k, v in recorder.counts.items() if v != before[k]}
+    counts = dict(collections.Counter(m.status for m in ms))
     runner.add_counts(counts, collections.Counter(st for st, _ in found.values()))
     return counts, runner.best_ms(ms), len(found), sorted({f for _, f in found.values()})
 
@@ -196,7 +198,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
                 while conn.poll():
                     take(conn.recv())
                 item = held.pop(runner.next_ready(bench, held))
-                if opts.deadline is not None and time.time() > opts.deadline:
+                if opts.past_deadline():
                     conn.send(("skipped", item.index))
                     continue
                 conn.send(("start", item.index))
@@ -252,7 +254,7 @@ class _Collector:
         self.attempts: collections.Counter = collections.Counter()
         self.failed: list[dict] = []
         self.skipped: list[WorkItem] = []
-        self.requeued = self.recovered = self.measured_groups = 0
+        self.requeued = self.recovered = 0
         self.best: float | None | str = ""
 
     # -- workers
@@ -303,7 +305,6 @@ class _Collector:
             for idx in msg[1]:
                 s.held.pop(idx, None)
                 runner.add_counts(self.counts, self.pending.pop(idx, {}))
-                self.measured_groups += 1
                 s.groups += 1
             self.shards.update(dict.fromkeys(msg[2]))
         elif kind == "skipped":
@@ -354,17 +355,14 @@ class _Collector:
         self.refresh()
         if s.deaths >= MAX_RESTARTS:
             s.retired = True
-        elif self.queue and not self.budget_over():
+        elif self.queue and not self.opts.past_deadline():
             self.start(s)
-
-    def budget_over(self) -> bool:
-        return self.opts.deadline is not None and time.time() > self.opts.deadline
 
     def run(self) -> str:
         for s in self.slots:
             self.start(s)
         while True:
-            budget_over = self.budget_over()
+            budget_over = self.opts.past_deadline()
             for s in self.slots:
                 if s.alive:
                     self.feed(s, budget_over)
@@ -439,7 +437,7 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
             c.stop()
             summary = runner.run_summary(
                 run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed, counts=c.counts,
-                groups_measured=c.measured_groups, wall_s=time.time() - t0, shards=list(c.shards),
+                groups_measured=sum(s.groups for s in c.slots), wall_s=time.time() - t0, shards=list(c.shards),
                 workers=[{"slot": s.index, "gpu": s.gpu, "pids": s.pids, "deaths": s.deaths, "retired": s.retired,
                           "groups": s.groups} for s in c.slots],
                 requeued=c.requeued, recovered=c.recovered, failed_groups=c.failed,
