@@ -212,11 +212,8 @@ def _compile_workers(dask_client, interpret: bool) -> dict[str, int]:
         return {}
     workers = _gpu_workers(dask_client)
     hosts = Counter(w["host"] for w in workers.values())
-    cores = dask_client.run(lambda: (os.uname().nodename, len(os.sched_getaffinity(0))), workers=list(workers))
-    out = {}
-    for addr, (name, n) in cores.items():
-        out[name] = max(1, (n - 2) // hosts[workers[addr]["host"]])
-    return out
+    cores = dask_client.run(lambda: (os.uname().nodename, hardware.usable_cores()), workers=list(workers))
+    return {name: hardware.compile_workers(n, hosts[workers[addr]["host"]]) for addr, (name, n) in cores.items()}
 
 
 def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *, run_id: str,

@@ -417,10 +417,9 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
     out = Path(out)
     items = runner.plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
     device = "cpu" if all(g is None for g in gpus) else "cuda"
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 2
     t0 = time.time()
     deadline = t0 + time_budget_s if time_budget_s is not None else None
-    opts = WorkerOptions(device, timeout_s, seed, compile_workers or max(1, (cores - 2) // len(gpus)), flush_rows,
+    opts = WorkerOptions(device, timeout_s, seed, compile_workers or hardware.compile_workers(hardware.usable_cores(), len(gpus)), flush_rows,
                          flush_s, deadline)
     state = "complete"
     with runner.CollectProgress(console, sum(len(w.todo) for w in items)) as view:

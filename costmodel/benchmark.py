@@ -21,6 +21,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
+from costmodel import hardware
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, KernelFamily, Problem
@@ -268,7 +269,7 @@ class IsolatedBenchmarker:
     restarts: int = field(default=0, init=False)
 
     def __post_init__(self):
-        workers = self.compile_workers or max(1, (os.cpu_count() or 2) - 2)
+        workers = self.compile_workers or hardware.compile_workers(hardware.usable_cores())
         self.pool = None if (interpreting() or self.device == "cpu") else CompilePool(self.hw, workers)
         self._proc = self._conn = None
 

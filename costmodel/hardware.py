@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import asdict, dataclass
 
@@ -60,6 +61,17 @@ def current(device: int | None = None) -> HardwareRecord:
         regs_per_sm=getattr(p, "regs_per_multiprocessor", 65536), l2_bytes=p.L2_cache_size, mem_bandwidth_gbs=round(bw, 1),
         max_threads_per_sm=getattr(p, "max_threads_per_multi_processor", 2048),
     )
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (its affinity, where the OS says)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+def compile_workers(cores: int, sharers: int = 1) -> int:
+    """Compile processes for one benchmarker: the cores but two (the timing worker and its parent), shared
+    among ``sharers`` benchmarkers on the host."""
+    return max(1, (cores - 2) // sharers)
 
 
 def for_gpu(gpu: str) -> HardwareRecord:

@@ -21,13 +21,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from costmodel import dataset, features
+from costmodel import dataset, features, hardware
 from costmodel.errors import CostModelError
 
 MODELS_DIR = Path(__file__).parent / "models"
 MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
 META_VERSION = 1
-_CORES = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 # columns training and evaluation read: features' inputs, group identity and the measured result
 TRAIN_COLUMNS = (*features.COLUMNS, "gpu", "hw_name", "group_id", "source_hash", "exhaustive", "problem_json",
                  "config_json", "status", "latency_ms")
@@ -262,7 +261,7 @@ def score(model: CostModel, table: pa.Table | dict) -> np.ndarray:
     x = features.feature_matrix(table)
     # a thread per ~500 rows, up to the cores this process may use: on two idle cores two threads halve the time
     # of 500 rows and up, but a pool bigger than the work waits on itself (~15 ms a call on busy cores)
-    model.booster.set_param({"nthread": max(1, min(_CORES, len(x) // 500))})
+    model.booster.set_param({"nthread": max(1, min(hardware.usable_cores(), len(x) // 500))})
     return model.booster.inplace_predict(x)
 
 

@@ -65,7 +65,6 @@ def slice_root(tmp_path_factory, data_root):
     measurements."""
     import itertools
     import shutil
-    from pathlib import Path
 
     import pyarrow.compute as pc
 
