@@ -4,17 +4,40 @@ from __future__ import annotations
 
 import itertools
 import math
+import operator
+import re
 from dataclasses import dataclass
 
 import numpy as np
 
 from costmodel import space
+from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
 
 
 ALIGNED_DIMS = ("M", "N", "K", "S")
+_COMPARISONS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
+
+
+@dataclass(frozen=True)
+class DimBound:
+    """``DIM<=VALUE`` and the like: a bound on the problems a plan draws (e.g. ``M<=128`` for decode shapes)."""
+
+    dim: str
+    op: str
+    value: int
+
+    @classmethod
+    def parse(cls, text: str) -> "DimBound":
+        m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(<=|>=|==|<|>)\s*(\d+)\s*", text)
+        if not m:
+            raise CostModelError(f"--where: bad bound {text!r}: write DIM<=VALUE (or <, >=, >, ==), e.g. M<=128")
+        return cls(m[1], m[2], int(m[3]))
+
+    def __call__(self, problem: Problem) -> bool:
+        return _COMPARISONS[self.op](problem[self.dim], self.value)
 
 
 @dataclass(frozen=True)
@@ -27,11 +50,17 @@ class GroupPlan:
 
 
 def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes: list[str] | None, seed: int,
-              hw: HardwareRecord, exhaustive_share: float = 0.1, pool_size: int = 240) -> list[GroupPlan]:
+              hw: HardwareRecord, exhaustive_share: float = 0.1, pool_size: int = 240,
+              where: tuple[DimBound, ...] = ()) -> list[GroupPlan]:
     """``n_groups`` groups spread evenly over ``families``. A share (at least ``exhaustive_share``, at least one
     per family) is measured over the whole valid space, as ground truth for evaluation. The others measure the
     family default plus configs drawn from a seeded pool per (family, dtype): drawing from a pool rather than the
-    whole space lets one compiled binary serve many shapes, which is what makes collection fast."""
+    whole space lets one compiled binary serve many shapes, which is what makes collection fast. ``where`` keeps
+    only the problems within every bound (drawn from the family's usual mix, so the plan aims at a region of it)."""
+    for bound in where:
+        unknown = [f for f in families if bound.dim not in get_family(f).dims]
+        if unknown:
+            raise CostModelError(f"--where {bound.dim}{bound.op}{bound.value}: {', '.join(unknown)} has no dim {bound.dim}")
     rng = np.random.default_rng(seed)
     per_family_plans: list[list[GroupPlan]] = []
     per_family = [n_groups // len(families) + (i < n_groups % len(families)) for i in range(len(families))]
@@ -45,7 +74,7 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         n_exhaustive = max(1, math.ceil(exhaustive_share * n)) if exhaustive_share > 0 else 0
         plan: list[GroupPlan] = []
         seen: set[tuple] = set()
-        problems = fam.problems(rng, n * 4)
+        problems = [p for p in fam.problems(rng, n * (40 if where else 4)) if all(b(p) for b in where)]
         # ground-truth groups take aligned shapes: they share compile classes, so a whole space compiles once
         aligned = [p for p in problems if all(v % 16 == 0 for d, v in p.items() if d in ALIGNED_DIMS)]
         stride = max(1, n // n_exhaustive) if n_exhaustive else 0

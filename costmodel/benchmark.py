@@ -1,7 +1,7 @@
 """Measuring configs: one ``Benchmarker`` protocol, two implementations.
 
-* ``IsolatedBenchmarker`` compiles ahead in a pool of spawned processes (compilation dominates; the pool only
-  warms Triton's on-disk cache, so a crashed compiler never takes the run down) and times in one isolated worker
+* ``IsolatedBenchmarker`` compiles ahead in a pool of processes (compilation dominates; the pool only warms
+  Triton's on-disk cache, so a crashed compiler never takes the run down) and times in one isolated worker
   process with a per-config timeout: a hang or an illegal memory access kills the worker, which is restarted, and
   the run goes on. Each config's output is checked against the torch reference (NaN-poisoned buffer, relative
   error) before its time counts; timing flushes L2 before every repeat and reports the median. On a machine
@@ -91,30 +91,90 @@ def classify(exc: BaseException) -> str:
     return "runtime_error"
 
 
-# --- compile pool (spawned processes: warm Triton's cache, read the compiled kernel's resource use) ----------
+# --- processes: forked from one server that has imported torch and the kernels --------------------------------
 
-_INPUTS: dict = {}
+_PRELOAD = ["torch", "costmodel.kernels"]
+
+
+def process_context():
+    """Where the benchmarker's processes come from: multiprocessing's forkserver, which imports torch, Triton and
+    the kernels once and then forks. A fresh interpreter spends about 5 s importing torch on the H200 host (and
+    fifteen at once longer), which was most of a tune's wall time. The server never touches CUDA, so its children
+    may. They inherit the server's environment, not their parent's: each adopts its parent's as it starts."""
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(_PRELOAD)
+    return ctx
+
+
+def _adopt_environment(env: dict[str, str]) -> None:
+    os.environ.clear()
+    os.environ.update(env)
+
+
+# --- compile pool (warm Triton's cache without touching the GPU) -------------------------------------------
+
+def _compile_only_driver(hw: HardwareRecord):
+    """Triton's CUDA driver with its device queries answered from the hardware record: compiling needs the target,
+    not the GPU, so a compile process creates no CUDA context (a second each, and GPU memory)."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaDriver
+
+    drv = CudaDriver()
+    target = GPUTarget("cuda", hw.cc_major * 10 + hw.cc_minor, 32)
+    drv.get_current_device = lambda: 0
+    drv.get_current_stream = lambda device=None: 0
+    drv.get_device_capability = lambda device=None: (hw.cc_major, hw.cc_minor)
+    drv.get_current_target = lambda: target
+    return drv
+
+
+def _init_compile_process(env: dict[str, str], hw: dict) -> None:
+    from triton.runtime import driver
+
+    _adopt_environment(env)
+    driver.set_active(_compile_only_driver(HardwareRecord(**hw)))
+
+
+@functools.cache
+def _shapes_only():
+    """A torch function mode in which ``torch.randn`` on the meta device is ``torch.empty``: the same shape and
+    dtype, without the decompositions that meta randn imports (about 900 modules, 5 s in a fresh process on the H200
+    host, where every compile process would pay it before its first compile)."""
+    import torch
+    from torch.overrides import TorchFunctionMode
+
+    class ShapesOnly(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            kwargs = kwargs or {}
+            if func is torch.randn and str(kwargs.get("device")) == "meta":
+                return torch.empty(*args, **{k: v for k, v in kwargs.items() if k != "generator"})
+            return func(*args, **kwargs)
+
+    return ShapesOnly
+
+
+def meta_inputs(fam: KernelFamily, problem: Problem, dtype: str) -> tuple[tuple, object]:
+    """The family's inputs and output as meta tensors (shapes, strides and dtypes: all a compile needs)."""
+    with _shapes_only()():
+        return fam.make_inputs(problem, dtype, "meta"), fam.make_output(problem, dtype, "meta")
 
 
 def _compile_one(family: str, problem: Problem, dtype: str, config: Config, hw: dict) -> dict:
-    fam = get_family(family)
-    key = (family, tuple(problem.items()), dtype)
-    if key not in _INPUTS:  # empty buffers: the pool must launch no GPU work while the worker times
-        import torch
+    """Compile one config, kernel and launcher, into Triton's on-disk cache: meta tensors stand in for the inputs
+    and the binary is not loaded (the timing worker loads what this built)."""
+    from triton.runtime import driver
+    from triton.runtime.errors import OutOfResources
 
-        _INPUTS.clear()
-        proto = fam.make_inputs(problem, dtype, "meta")
-        _INPUTS[key] = (tuple(torch.empty_like(t, device="cuda") for t in proto),
-                        torch.empty_like(fam.make_output(problem, dtype, "meta"), device="cuda"))
-    inputs, out = _INPUTS[key]
+    fam = get_family(family)
     t0 = time.perf_counter()
     try:
-        kernel = fam.launch(problem, inputs, out, config, HardwareRecord(**hw), warmup=True)
-        kernel._init_handles()  # loads the binary: registers, spills, and the shared-memory check
+        kernel = fam.launch(problem, *meta_inputs(fam, problem, dtype), config, HardwareRecord(**hw), warmup=True)
+        driver.active.launcher_cls(kernel.src, kernel.metadata)  # the launcher is C, built once per signature
+        if kernel.metadata.shared > hw["smem_per_block"]:  # what loading the binary would refuse
+            raise OutOfResources(kernel.metadata.shared, hw["smem_per_block"], "shared memory")
     except Exception as e:  # noqa: BLE001 - every failure is a recorded status
         return {"status": classify(e), "compile_s": time.perf_counter() - t0, "error": f"{type(e).__name__}: {e}"[:500]}
-    return {"status": "ok", "compile_s": time.perf_counter() - t0, "n_regs": kernel.n_regs,
-            "n_spills": kernel.n_spills, "shared_bytes": kernel.metadata.shared}
+    return {"status": "ok", "compile_s": time.perf_counter() - t0, "shared_bytes": kernel.metadata.shared}
 
 
 class CompilePool:
@@ -127,7 +187,8 @@ class CompilePool:
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=mp.get_context("spawn"))
+            self._pool = ProcessPoolExecutor(self.workers, mp_context=process_context(), initializer=_init_compile_process,
+                                             initargs=(dict(os.environ), self.hw.as_dict()))
         return self._pool
 
     def submit(self, fam: KernelFamily, family: str, problem: Problem, dtype: str, config: Config) -> Future:
@@ -223,10 +284,11 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
                        compile_s=first_s, **regs)
 
 
-def _worker_main(conn, device: str, timing: dict) -> None:
+def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
     """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed)."""
     import torch
 
+    _adopt_environment(env)
     if device != "cpu":
         _flush_buffer(device)  # CUDA context and flush buffer now, while the first group's configs compile
     while True:
@@ -275,10 +337,10 @@ class IsolatedBenchmarker:
 
     # -- worker lifecycle
     def _start(self) -> None:
-        ctx = mp.get_context("spawn")
+        ctx = process_context()
         self._conn, child = ctx.Pipe()
         timing = dict(budget_ms=self.budget_ms, min_reps=self.min_reps, max_reps=self.max_reps)
-        self._proc = ctx.Process(target=_worker_main, args=(child, self.device, timing), daemon=True)
+        self._proc = ctx.Process(target=_worker_main, args=(child, self.device, timing, dict(os.environ)), daemon=True)
         self._proc.start()
         child.close()
 

@@ -91,6 +91,8 @@ def kernels(as_json: bool) -> None:
 @click.option("--out", default="data", show_default=True, type=click.Path())
 @click.option("--seed", default=0, show_default=True)
 @click.option("--resume", is_flag=True, help="skip (group, config) pairs already in --out")
+@click.option("--where", "bounds", multiple=True, metavar="DIM<=VALUE",
+              help="only problems within this bound (repeatable; <, <=, ==, >=, >), e.g. --where 'M<=128'")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
 @click.option("--time-budget", default=None, type=float, help="start no group after this many seconds")
 @click.option("--gpus", default=None, metavar="all|N",
@@ -100,11 +102,11 @@ def kernels(as_json: bool) -> None:
                    "GPU=1, one GPU each); --out may then be a pyarrow filesystem URI (s3://bucket/data)")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
-def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, timeout, time_budget,
-            gpus, dask_address, as_json):
+def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, bounds, timeout,
+            time_budget, gpus, dask_address, as_json):
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
-    from collect.plan import make_plan
+    from collect.plan import DimBound, make_plan
     from collect.runner import run_plan
     from costmodel.dataset import new_run_id
     from costmodel import hardware
@@ -118,6 +120,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
         raise CostModelError("--groups and --configs-per-group must be positive")
     if gpus and dask_address:
         raise CostModelError("--gpus and --dask are alternatives: pass one")
+    where = tuple(DimBound.parse(b) for b in bounds)
     if "://" in out and not dask_address:
         raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
 
@@ -133,7 +136,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
 
         with connect(dask_address) as dask_client:
             hw = cluster.cluster_hardware(dask_client, device == "cpu")
-            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share)
+            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
             summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,
                                        console=err_console, timeout_s=timeout, time_budget_s=time_budget)
     else:
@@ -143,7 +146,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
 
             workers = resolve_gpus(gpus, device == "cpu")
         hw = hardware.KNOWN["nvidia-h200"] if device == "cpu" else hardware.current()
-        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share)
+        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
         if workers:
             from collect.parallel import run_parallel
 

@@ -2,12 +2,18 @@
 of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
 1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
 
-    PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl]
+    PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl] [--reuse old.jsonl]
     python3 scripts/bench_tune.py --summarise a.jsonl --summarise b.jsonl   # the figures over all their rows
 
+Each tune is `costmodel tune --json --no-cache` in a new process (nothing this script has imported, started or
+compiled helps it) with an empty Triton cache: cold. Its wall time is the tune call's, and the whole command's
+beside it. The exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so).
+torch.matmul and the tuned config are timed alternately with do_bench, five rounds, medians compared: the GPU's
+clocks drift between calls by more than the gap being measured.
+
 Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
-the problems can be split over several GPU calls. Every tune starts with an empty Triton cache (cold); the
-exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so).
+the problems can be split over several GPU calls. --reuse takes the sweep (exhaustive best, random-8) and the
+triton.autotune figures of problems already in that file, measured on this GPU type, and re-measures the rest.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import json
 import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -27,9 +34,7 @@ from costmodel import dataset, hardware, model, space
 from costmodel.evaluation import expected_best_of_random_k
 from costmodel.benchmark import IsolatedBenchmarker, compile_ahead
 from costmodel.kernels import get_family
-from tuner.cache import ResultCache
 from tuner.decorator import to_triton
-from tuner.tune import tune
 
 # shapes no collection plan drew (checked against data/ at start): large, skinny, odd, both dtypes
 PROBLEMS = [
@@ -117,47 +122,75 @@ def cold_triton_cache(base: str, scratch: str) -> str:
     return path
 
 
-def measure_problem(family: str, problem: dict, dtype: str, hw, cm, helion: bool, sweep: IsolatedBenchmarker,
-                    base_cache: str, scratch: str) -> dict:
+def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str) -> tuple[dict, float]:
+    """`costmodel tune` as a user runs it, with an empty Triton cache: its JSON and the whole command's seconds."""
+    shape = ",".join(f"{k}={v}" for k, v in problem.items())
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", family, "--shape", shape, "--dtype",
+                           dtype, "--no-cache", "--json"], env={**os.environ, "TRITON_CACHE_DIR": triton_cache},
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"costmodel tune failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout), time.perf_counter() - t0
+
+
+def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 5) -> dict:
+    """torch.matmul and the tuned config, do_bench alternately for ``rounds``: medians of each."""
     import torch
     from triton.testing import do_bench
 
-    shared_cache = os.environ["TRITON_CACHE_DIR"]
-    os.environ["TRITON_CACHE_DIR"] = cold_triton_cache(base_cache, scratch)  # the spawned workers inherit it
-    try:
-        t0 = time.perf_counter()
-        with tempfile.TemporaryDirectory() as cache_dir, IsolatedBenchmarker(hw) as bench:
-            res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, cache=ResultCache(cache_dir))
-        outer_wall = time.perf_counter() - t0
-    finally:
-        os.environ["TRITON_CACHE_DIR"] = shared_cache
-    log(f"tuned in {res.wall_s:.1f} s: {res.best['latency_ms']:.4f} ms")
+    fam = get_family("matmul")
+    a, b = fam.make_inputs(problem, dtype, "cuda")
+    c = fam.make_output(problem, dtype, "cuda")
+    torch_ms, ours_ms = [], []
+    for _ in range(rounds):
+        torch_ms.append(do_bench(lambda: torch.matmul(a, b), return_mode="median"))
+        ours_ms.append(do_bench(lambda: fam.launch(problem, (a, b), c, config, hw), return_mode="median"))
+    return {"torch_ms": statistics.median(torch_ms), "tune_config_do_bench_ms": statistics.median(ours_ms),
+            "tune_vs_torch": statistics.median(torch_ms) / statistics.median(ours_ms),
+            "torch_ms_rounds": torch_ms, "tune_config_ms_rounds": ours_ms}
+
+
+SWEEP_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache")
+
+
+def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
     configs = space.enumerate_valid(get_family(family), problem, dtype, hw)
-    compile_wait_s = compile_ahead(sweep, family, problem, dtype, configs, poll_s=0.05)
+    compile_wait_s = compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
     t_compiled = time.perf_counter()
-    everything = sweep.measure(family, problem, dtype, configs)
-    oks = [m.latency_ms for m in everything if m.ok]
-    log(f"swept {len(everything)} configs, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
+    oks = [m.latency_ms for m in bench.measure(family, problem, dtype, configs) if m.ok]
+    log(f"swept {len(configs)} configs, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
         f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks):.4f} ms")
-    row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res.candidates,
-           "tune_wall_s": res.wall_s, "tune_wall_with_teardown_s": outer_wall, "tune_compile_s": res.compile_s,
-           "tune_phases_s": res.phases_s,
-           "tune_ms": res.best["latency_ms"], "tune_config": res.best["config"], "exhaustive_ok": len(oks),
-           "exhaustive_best_ms": min(oks), "random8_ms": random8_ms(oks), "default_ms": res.default_latency_ms}
+    out = {"exhaustive_ok": len(oks), "exhaustive_best_ms": min(oks), "random8_ms": random8_ms(oks)}
+    if family == "matmul" and problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
+        out["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
+        log(f"triton.autotune: {out['triton_autotune_warm_compile_cache']}")
+    return out
+
+
+def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, bench: IsolatedBenchmarker,
+                    base_cache: str, scratch: str, reused: dict | None) -> dict:
+    res, command_s = tune_in_new_process(family, problem, dtype, cold_triton_cache(base_cache, scratch))
+    log(f"tuned in {res['wall_s']:.1f} s ({command_s:.1f} s the command): {res['best']['latency_ms']:.4f} ms "
+        f"phases {json.dumps({k: round(v, 2) for k, v in res['phases_s'].items()})}")
+    row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res["candidates"],
+           "tune_wall_s": res["wall_s"], "tune_command_s": command_s, "tune_compile_s": res["compile_s"],
+           "tune_phases_s": res["phases_s"], "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"],
+           "default_ms": res["default_latency_ms"]}
+    if reused:
+        row.update({k: reused[k] for k in SWEEP_FIELDS if k in reused}, sweep_reused_from=reused["date"])
+    else:
+        row.update(sweep(family, problem, dtype, hw, bench))
     row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
     row["random8_score"] = row["exhaustive_best_ms"] / row["random8_ms"]
     if row["default_ms"]:
         row["default_score"] = row["exhaustive_best_ms"] / row["default_ms"]
     if family == "matmul":
-        a, b = get_family(family).make_inputs(problem, dtype, "cuda")
-        row["torch_ms"] = do_bench(lambda: torch.matmul(a, b), return_mode="median")
-        row["tune_vs_torch"] = row["torch_ms"] / row["tune_ms"]
-        if problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
-            row["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
-            log(f"triton.autotune: {row['triton_autotune_warm_compile_cache']}")
-            if helion:
-                row["helion_quick"] = helion_quick_matmul(problem, dtype)
-                log(f"helion quick: {row['helion_quick']}")
+        row.update(against_torch(problem, dtype, row["tune_config"], hw))
+        log(f"vs torch.matmul: {row['tune_vs_torch']:.3f}")
+        if helion and problem["M"] in (5120, 64) and dtype == "float16":
+            row["helion_quick"] = helion_quick_matmul(problem, dtype)
+            log(f"helion quick: {row['helion_quick']}")
     return row
 
 
@@ -166,8 +199,10 @@ def summarise(rows: list[dict]) -> dict:
         return float(np.exp(np.mean(np.log([r[key] for r in rows if r.get(key)]))))
 
     scores = np.array([r["tune_score"] for r in rows])
+    commands = [r["tune_command_s"] for r in rows if "tune_command_s" in r]
     return {"problems": len(rows), "median_tune_wall_s": statistics.median(r["tune_wall_s"] for r in rows),
             "max_tune_wall_s": max(r["tune_wall_s"] for r in rows),
+            "median_tune_command_s": statistics.median(commands) if commands else None,
             "geomean_tune_score": geomean("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
             "min_tune_score": float(scores.min()), "geomean_random8_score": geomean("random8_score"),
             "geomean_default_score": geomean("default_score"),
@@ -178,8 +213,9 @@ def summarise(rows: list[dict]) -> dict:
 @click.option("--only", default="", help="comma-separated indices into PROBLEMS (default: all)")
 @click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
 @click.option("--out", default="bench_tune.jsonl", help="rows are appended here, one JSON line per problem")
+@click.option("--reuse", "reuse_file", default=None, help="rows whose sweeps (and triton.autotune) to reuse")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
-def main(only: str, helion: bool, out: str, summarise_files: tuple[str, ...]) -> None:
+def main(only: str, helion: bool, out: str, reuse_file: str | None, summarise_files: tuple[str, ...]) -> None:
     if summarise_files:
         rows = [json.loads(line) for f in summarise_files for line in open(f) if line.strip()]
         print(json.dumps(summarise(rows), indent=1))
@@ -191,14 +227,21 @@ def main(only: str, helion: bool, out: str, summarise_files: tuple[str, ...]) ->
         hw = hardware.current()  # creates Triton's driver, which builds its driver module into the base cache
         os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "shared")
         cm = model.load_shipped(hw.gpu)
+        reusable = {}
+        for line in open(reuse_file) if reuse_file else []:
+            r = json.loads(line)
+            if r["gpu"] == hw.gpu:
+                reusable[(r["family"], dataset.canonical_json(r["problem"]), r["dtype"])] = r
         data = dataset.read("data", ["kernel", "problem_json", "dtype"])
         seen = set(zip(data["kernel"].to_pylist(), data["problem_json"].to_pylist(), data["dtype"].to_pylist()))
-        with IsolatedBenchmarker(hw) as sweep:
+        with IsolatedBenchmarker(hw) as bench:
             for family, problem, dtype in chosen:
-                assert (family, dataset.canonical_json(problem), dtype) not in seen, f"{family} {problem} is in the data"
+                key = (family, dataset.canonical_json(problem), dtype)
+                assert key not in seen, f"{family} {problem} is in the data"
                 log(f"{family} {problem} {dtype}")
                 row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "model_data_hash": cm.meta["data"]["hash"],
-                       **measure_problem(family, problem, dtype, hw, cm, helion, sweep, base_cache, scratch)}
+                       **measure_problem(family, problem, dtype, hw, helion, bench, base_cache, scratch,
+                                         reusable.get(key))}
                 sink.write(json.dumps(row, default=str) + "\n")
                 sink.flush()
                 print(json.dumps(row, default=str), flush=True)

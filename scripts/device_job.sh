@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench collect repeat tune. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench collect repeat smoke tune. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
@@ -23,6 +23,8 @@ for step in $steps; do
              timeout $left python3 -m costmodel collect --out /tmp/data --resume --json "$@" > $OUT/collect.json 2> /tmp/collect.err;
              echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
              (cd /tmp && tar cf $OUT/data.tar data) ;;
+    smoke) timeout 120 python3 -m costmodel tune --kernel rmsnorm --shape M=4096,N=4096 --no-cache --json > $OUT/smoke.json \
+             || { echo "smoke tune failed"; exit 1; }; tail -c 400 $OUT/smoke.json ;;
     tune) timeout $(( ${DEADLINE:-580} - SECONDS )) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 \
             | grep -v '^{' | tail -60 ;;
     repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;

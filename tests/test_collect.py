@@ -14,7 +14,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
-from collect.plan import GroupPlan, make_plan
+from collect.plan import DimBound, GroupPlan, make_plan
 from collect.runner import run_plan
 from costmodel import dataset, space
 from costmodel.benchmark import IsolatedBenchmarker
@@ -44,6 +44,20 @@ def test_plan_is_reproducible_and_covers_the_space():
             assert g.configs[0] == fam.default_config(g.problem, g.dtype, HW)
             assert len(g.configs) <= 25 and all(c in valid for c in g.configs)
             assert len({space.config_key(c) for c in g.configs}) == len(g.configs)
+
+
+def test_where_bounds_the_planned_problems():
+    unbounded = make_plan(["matmul"], 12, 20, None, seed=3, hw=HW)
+    assert any(g.problem["M"] > 128 for g in unbounded)
+    for text, ok in (("M<=128", lambda m: m <= 128), ("M > 2000", lambda m: m > 2000)):
+        plan = make_plan(["matmul"], 12, 20, None, seed=3, hw=HW, where=(DimBound.parse(text),))
+        assert len(plan) == 12 and all(ok(g.problem["M"]) for g in plan), text
+    plan = make_plan(["matmul"], 12, 20, None, seed=3, hw=HW, where=(DimBound.parse("M==64"),))
+    assert plan and all(g.problem["M"] == 64 for g in plan)  # fewer groups: few distinct problems qualify
+    with pytest.raises(CostModelError, match="softmax has no dim K"):
+        make_plan(["matmul", "softmax"], 4, 5, None, seed=0, hw=HW, where=(DimBound.parse("K<=64"),))
+    with pytest.raises(CostModelError, match="bad bound"):
+        DimBound.parse("M=<3")
 
 
 def test_failures_are_recorded_and_the_run_goes_on():

@@ -1,5 +1,8 @@
 """Every family's kernel matches its torch reference under TRITON_INTERPRET=1 on tiny shapes."""
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -7,7 +10,9 @@ import torch
 from costmodel import space
 from costmodel.errors import CostModelError
 from costmodel.hardware import KNOWN
+from costmodel.benchmark import meta_inputs
 from costmodel.kernels import family_names, get_family
+from costmodel.kernels.base import torch_dtype
 
 HW = KNOWN["nvidia-h200"]
 
@@ -101,7 +106,19 @@ def test_bad_input_errors():
 @pytest.mark.parametrize("name", family_names())
 def test_inputs_have_a_shape_only_form_for_the_compile_pool(name):
     fam = get_family(name)
-    problem = fam.problems(np.random.default_rng(5), 1)[0]
-    meta, real = fam.make_inputs(problem, fam.dtypes[0], "meta"), fam.make_inputs(TINY[name][0], fam.dtypes[0], "cpu")
-    assert all(t.device.type == "meta" for t in meta) and len(meta) == len(real)
-    assert fam.make_output(problem, fam.dtypes[0], "meta").device.type == "meta"
+    problem, dtype = fam.problems(np.random.default_rng(5), 1)[0], fam.dtypes[-1]
+    meta, out = meta_inputs(fam, problem, dtype)
+    real = fam.make_inputs(problem, dtype, "meta")  # meta randn: what the compile pool avoids, here the reference
+    assert all(t.device.type == "meta" for t in (*meta, out)) and len(meta) == len(real)
+    assert [(t.shape, t.stride(), t.dtype) for t in meta] == [(t.shape, t.stride(), t.dtype) for t in real]
+    assert (out.shape, out.dtype) == (fam.make_output(problem, dtype, "meta").shape, torch_dtype(dtype))
+
+
+def test_shape_only_inputs_import_no_decompositions():
+    """Meta randn imports torch's decompositions (sympy among ~900 modules: 5 s a compile process on the H200 host)."""
+    problems = {"matmul": {"M": 64, "N": 64, "K": 64}, "attention": {"B": 1, "H": 1, "S": 64, "D": 64, "CAUSAL": 0}}
+    code = ("import sys; from costmodel.benchmark import meta_inputs; from costmodel.kernels import get_family\n"
+            f"for f in {list(family_names())}: meta_inputs(get_family(f), {problems}.get(f, {{'M': 4, 'N': 64}}), "
+            "'float16')\nprint('sympy' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
