@@ -84,21 +84,9 @@ def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
 
 
 def helion_quick_matmul(problem: dict, dtype: str) -> dict:
-    import helion
-    import helion.language as hl
+    """Helion's first call autotunes (quick effort) and then runs: its wall time; then its kernel's do_bench median."""
     import torch
-
-    @helion.kernel(autotune_effort="quick")
-    def matmul(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        m, k = x.size()
-        _, n = y.size()
-        out = torch.empty([m, n], dtype=x.dtype, device=x.device)
-        for tile_m, tile_n in hl.tile([m, n]):
-            acc = hl.zeros([tile_m, tile_n], dtype=torch.float32)
-            for tile_k in hl.tile(k):
-                acc = torch.addmm(acc, x[tile_m, tile_k], y[tile_k, tile_n])
-            out[tile_m, tile_n] = acc
-        return out
+    from helion_matmul import matmul
 
     a, b = get_family("matmul").make_inputs(problem, dtype, "cuda")
     t0 = time.perf_counter()
@@ -206,6 +194,12 @@ def summarise(rows: list[dict]) -> dict:
             "geomean_tune_score": geomean("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
             "min_tune_score": float(scores.min()), "geomean_random8_score": geomean("random8_score"),
             "geomean_default_score": geomean("default_score"),
+            "matmul_vs_torch": {f"{r['problem']['M']}x{r['problem']['N']}x{r['problem']['K']} {r['dtype']}":
+                                round(r["tune_vs_torch"], 3) for r in rows if "tune_vs_torch" in r},
+            "race": [{"problem": r["problem"], "dtype": r["dtype"], "costmodel": {"wall_s": r["tune_wall_s"], "ms": r["tune_ms"],
+                                                                          "do_bench_ms": r.get("tune_config_do_bench_ms")},
+                      "triton_autotune": r.get("triton_autotune_warm_compile_cache"), "helion_quick": r.get("helion_quick"),
+                      "torch_ms": r.get("torch_ms")} for r in rows if "helion_quick" in r],
             "helion_full_4096_fp16_quoted": {"wall_s": 390, "configs": 839, "latency_ms": 0.2021, "vs_torch": 0.98}}
 
 
