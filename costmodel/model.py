@@ -38,7 +38,8 @@ class TrainParams:
 
     n_estimators: int = 400  # at most; early stopping cuts (scoring 10k candidates costs ~0.1 ms a tree)
     # 6 over 7 once decode-shape matmul data came in: over seeds 0-2 on the held-out split top-8 0.987 vs 0.981,
-    # p10 0.968 vs 0.951 (matmul 0.972 vs 0.962); on the dissimilar split no difference (0.984 vs 0.984, seed 0)
+    # p10 0.968 vs 0.951 (matmul 0.972 vs 0.962); on the dissimilar split no difference (0.984 vs 0.984, seed 0).
+    # scripts/compare_params.py; BENCHMARKS.md has the table
     max_depth: int = 6
     learning_rate: float = 0.1
     early_stopping_rounds: int = 30

@@ -196,10 +196,12 @@ def summarise(rows: list[dict]) -> dict:
             "geomean_default_score": geomean("default_score"),
             "matmul_vs_torch": {f"{r['problem']['M']}x{r['problem']['N']}x{r['problem']['K']} {r['dtype']}":
                                 round(r["tune_vs_torch"], 3) for r in rows if "tune_vs_torch" in r},
-            "race": [{"problem": r["problem"], "dtype": r["dtype"], "costmodel": {"wall_s": r["tune_wall_s"], "ms": r["tune_ms"],
-                                                                          "do_bench_ms": r.get("tune_config_do_bench_ms")},
-                      "triton_autotune": r.get("triton_autotune_warm_compile_cache"), "helion_quick": r.get("helion_quick"),
-                      "torch_ms": r.get("torch_ms")} for r in rows if "helion_quick" in r],
+            "race": [{"problem": r["problem"], "dtype": r["dtype"],
+                      "costmodel": {"wall_s": r["tune_wall_s"], "ms": r["tune_ms"],
+                                    "do_bench_ms": r.get("tune_config_do_bench_ms")},
+                      "triton_autotune": r.get("triton_autotune_warm_compile_cache"),
+                      "helion_quick": r.get("helion_quick"), "torch_ms": r.get("torch_ms")}
+                     for r in rows if "helion_quick" in r],
             "helion_full_4096_fp16_quoted": {"wall_s": 390, "configs": 839, "latency_ms": 0.2021, "vs_torch": 0.98}}
 
 

@@ -12,7 +12,6 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import KNOWN
 from costmodel.benchmark import meta_inputs
 from costmodel.kernels import family_names, get_family
-from costmodel.kernels.base import torch_dtype
 
 HW = KNOWN["nvidia-h200"]
 
@@ -111,14 +110,13 @@ def test_inputs_have_a_shape_only_form_for_the_compile_pool(name):
     real = fam.make_inputs(problem, dtype, "meta")  # meta randn: what the compile pool avoids, here the reference
     assert all(t.device.type == "meta" for t in (*meta, out)) and len(meta) == len(real)
     assert [(t.shape, t.stride(), t.dtype) for t in meta] == [(t.shape, t.stride(), t.dtype) for t in real]
-    assert (out.shape, out.dtype) == (fam.make_output(problem, dtype, "meta").shape, torch_dtype(dtype))
 
 
 def test_shape_only_inputs_import_no_decompositions():
     """Meta randn imports torch's decompositions (sympy among ~900 modules: 5 s a compile process on the H200 host)."""
-    problems = {"matmul": {"M": 64, "N": 64, "K": 64}, "attention": {"B": 1, "H": 1, "S": 64, "D": 64, "CAUSAL": 0}}
+    problems = {f: TINY[f][0] for f in family_names()}
     code = ("import sys; from costmodel.benchmark import meta_inputs; from costmodel.kernels import get_family\n"
-            f"for f in {list(family_names())}: meta_inputs(get_family(f), {problems}.get(f, {{'M': 4, 'N': 64}}), "
-            "'float16')\nprint('sympy' in sys.modules)")
+            f"for f, p in {problems}.items(): meta_inputs(get_family(f), p, 'float16')\n"
+            "print('sympy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
