@@ -16,7 +16,9 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
@@ -26,7 +28,8 @@ from costmodel.hardware import HardwareRecord
 SCHEMA_VERSION = 1
 # union of every family's dims and knobs; flat so they filter and featurise without parsing JSON
 DIMS = ("M", "N", "K", "B", "H", "S", "D", "CAUSAL")
-KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA", "PERSISTENT", "ROWS", "num_warps", "num_stages")
+KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA", "PERSISTENT", "SPLIT_TAIL", "ROWS", "num_warps",
+         "num_stages")
 
 _HW_FIELDS = [
     ("hw_name", pa.string()), ("hw_cc_major", pa.int32()), ("hw_cc_minor", pa.int32()), ("hw_sm_count", pa.int32()),
@@ -173,12 +176,46 @@ def dataset(root: str | Path) -> ds.Dataset:
 
 def read(root: str | Path, columns: list[str] | None = None, filter=None) -> pa.Table:
     """Read rows (optionally only ``columns``, filtered by a pyarrow expression). Partition filters on gpu
-    and kernel prune whole folders."""
+    and kernel prune whole folders. Configs recorded before a knob was added read with the knob's ``absent``
+    value, in its column and in ``config_json``, so every row speaks the families' current knobs."""
     d = dataset(root)
+    wanted = columns if columns is None or "kernel" in columns else [*columns, "kernel"]
     try:
-        return d.to_table(columns=columns, filter=filter)
+        table = d.to_table(columns=wanted, filter=filter)
     except (pa.ArrowInvalid, OSError) as e:
         raise CostModelError(f"cannot read dataset at {root}: {e}") from None
+    table = with_absent_knobs(table)
+    return table if wanted is columns else table.drop_columns(["kernel"])
+
+
+def with_absent_knobs(table: pa.Table) -> pa.Table:
+    """``table`` with each later-added knob filled in for the rows of its family recorded without it."""
+    from costmodel.kernels import family_names, get_family
+
+    for family in family_names():
+        for knob in get_family(family).knobs:
+            if knob.absent is None:
+                continue
+            col = f"cfg_{knob.name}"
+            has_config = "config_json" in table.column_names
+            missing = pc.equal(table["kernel"], family)
+            if col in table.column_names:
+                missing = pc.and_(missing, pc.is_null(table[col]))
+            elif has_config:
+                missing = pc.and_(missing, pc.invert(pc.match_substring(table["config_json"], f'"{knob.name}":')))
+            missing = pc.fill_null(missing, False)
+            if not pc.any(missing).as_py():
+                continue
+            if col in table.column_names:
+                filled = pc.if_else(missing, pa.scalar(knob.absent, pa.int64()), table[col])
+                table = table.set_column(table.column_names.index(col), col, filled)
+            if has_config:
+                rows = table["config_json"].to_pylist()
+                for i in np.flatnonzero(missing.to_numpy(zero_copy_only=False)):
+                    rows[i] = canonical_json({**json.loads(rows[i]), knob.name: knob.absent})
+                table = table.set_column(table.column_names.index("config_json"), "config_json",
+                                         pa.array(rows, pa.string()))
+    return table
 
 
 def measured_pairs(root: str | Path, group_ids: list[str]) -> set[tuple[str, str]]:

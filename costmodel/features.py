@@ -16,7 +16,7 @@ Bump ``FEATURE_SCHEMA_VERSION`` on any change to a formula; names are checked se
 
 from __future__ import annotations
 
-from functools import cache
+from functools import cache, partial
 from typing import Callable
 
 import numpy as np
@@ -29,19 +29,19 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 1
+FEATURE_SCHEMA_VERSION = 2
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
 _LOG_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "ROWS", "num_warps", "num_stages")
-_FLAG_KNOBS = ("TMA", "PERSISTENT")
+_FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL")
 _HW = ("sm_count", "smem_per_block", "smem_per_sm", "regs_per_sm", "l2_bytes", "mem_bandwidth_gbs",
        "max_threads_per_sm", "cc_major", "cc_minor")
 # what each family's deriver returns, per row of that family
-_DERIVED = ("tiles", "programs", "smem", "regs", "occupancy", "loop_trips", "elems_per_thread", "bytes_per_tile",
+_DERIVED = ("tiles", "programs", "splits", "smem", "regs", "occupancy", "loop_trips", "elems_per_thread", "bytes_per_tile",
             "flops_per_tile", "padding", "flops", "min_bytes")
 # derived terms given to the model as log2, then as plain ratios
-_LOG_TERMS = ("tiles", "programs", "tiles_per_program", "waves", "loop_trips", "elems_per_thread", "bytes_per_tile",
+_LOG_TERMS = ("tiles", "programs", "splits", "tiles_per_program", "waves", "loop_trips", "elems_per_thread", "bytes_per_tile",
               "flops_per_tile", "tile_intensity", "arith_intensity", "flops", "min_bytes", "mem_time_us",
               "bytes_over_l2")
 _RATIO_TERMS = ("occupancy", "regs", "smem_frac", "smem_over", "last_wave_fill", "padding")
@@ -72,7 +72,7 @@ def _occupancy(c: Cols, smem: np.ndarray, regs: np.ndarray) -> np.ndarray:
         np.floor(c["smem_per_sm"] / np.maximum(smem, 1.0))]))
 
 
-def _matmul(c: Cols) -> Cols:
+def _matmul(c: Cols, min_k_tiles_per_split: int) -> Cols:
     M, N, K, bm, bn, bk, e = c["M"], c["N"], c["K"], c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"]
     tiles = np.ceil(M / bm) * np.ceil(N / bn)
     threads = 32 * c["num_warps"]
@@ -80,9 +80,16 @@ def _matmul(c: Cols) -> Cols:
     smem = c["num_stages"] * (bm * bk + bk * bn) * e + c["TMA"] * bm * bn * e
     # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
     regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
+    # SPLIT_TAIL: the last wave's tiles each split over K into this many parts (matmul.tail_split)
+    tail = np.mod(tiles, c["sm_count"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        splits = np.minimum(np.floor(c["sm_count"] / tail), np.floor(np.ceil(K / bk) / min_k_tiles_per_split))
+    split = (c["SPLIT_TAIL"] > 0) & (tail > 0) & (splits >= 2)
     return {
         "tiles": tiles,
-        "programs": np.where(c["PERSISTENT"] > 0, np.minimum(tiles, c["sm_count"]), tiles),
+        "programs": np.where(split, c["sm_count"],
+                             np.where(c["PERSISTENT"] > 0, np.minimum(tiles, c["sm_count"]), tiles)),
+        "splits": np.where(split, splits, 1.0),
         "smem": smem,
         "regs": regs,
         "occupancy": _occupancy(c, smem, regs),
@@ -161,9 +168,11 @@ def _rowwise(vectors: int, accumulators: int, flops_per_element: int) -> Callabl
 @cache
 def _derivers() -> dict[str, Callable[[Cols], Cols]]:
     """Per-family derivers; family objects are consulted once, for constants only."""
+    from costmodel.kernels import matmul
     from costmodel.kernels.rowwise import RowwiseFamily
 
-    out: dict[str, Callable[[Cols], Cols]] = {"matmul": _matmul, "attention": _attention}
+    out: dict[str, Callable[[Cols], Cols]] = {
+        "matmul": partial(_matmul, min_k_tiles_per_split=matmul.MIN_K_TILES_PER_SPLIT), "attention": _attention}
     for name in family_names():
         fam = get_family(name)
         if isinstance(fam, RowwiseFamily):

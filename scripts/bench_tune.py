@@ -8,8 +8,8 @@ of the same space, random-8, the default config, triton.autotune over the full l
 Each tune is `costmodel tune --json --no-cache` in a new process (nothing this script has imported, started or
 compiled helps it) with an empty Triton cache: cold. Its wall time is the tune call's, and the whole command's
 beside it. The exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so).
-torch.matmul and the tuned config are timed alternately with do_bench, five rounds, medians compared: the GPU's
-clocks drift between calls by more than the gap being measured.
+torch.matmul and the tuned config are timed alternately with do_bench, six rounds, which goes first alternating,
+medians compared: the GPU's clocks drift between calls by more than the gap being measured.
 
 Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
 the problems can be split over several GPU calls. --reuse takes the sweep (exhaustive best, random-8) and the
@@ -76,7 +76,8 @@ def triton_autotune_matmul(problem: dict, dtype: str, hw) -> dict:
     M, N, K = problem["M"], problem["N"], problem["K"]
     t0 = time.perf_counter()
     tuned[lambda meta: (triton.cdiv(M, meta["BLOCK_M"]) * triton.cdiv(N, meta["BLOCK_N"]),)](
-        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 0)
+        a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), c.stride(0), c.stride(1), 0,
+        partials=None, arrivals=None, split_tiles=0, splits=1)
     torch.cuda.synchronize()
     wall = time.perf_counter() - t0
     timings = [t[0] if isinstance(t, (list, tuple)) else t for t in tuned.configs_timings.values()]  # median first
@@ -122,21 +123,23 @@ def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: st
     return json.loads(proc.stdout), time.perf_counter() - t0
 
 
-def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 5) -> dict:
-    """torch.matmul and the tuned config, do_bench alternately for ``rounds``: medians of each."""
+def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
+    """torch.matmul and ``config``, each timed by do_bench once a round for ``rounds``, which goes first
+    alternating (the GPU warms over a call, so a fixed order favours the first): medians of each."""
     import torch
     from triton.testing import do_bench
 
     fam = get_family("matmul")
     a, b = fam.make_inputs(problem, dtype, "cuda")
     c = fam.make_output(problem, dtype, "cuda")
-    torch_ms, ours_ms = [], []
-    for _ in range(rounds):
-        torch_ms.append(do_bench(lambda: torch.matmul(a, b), return_mode="median"))
-        ours_ms.append(do_bench(lambda: fam.launch(problem, (a, b), c, config, hw), return_mode="median"))
-    return {"torch_ms": statistics.median(torch_ms), "tune_config_do_bench_ms": statistics.median(ours_ms),
-            "tune_vs_torch": statistics.median(torch_ms) / statistics.median(ours_ms),
-            "torch_ms_rounds": torch_ms, "tune_config_ms_rounds": ours_ms}
+    timed = {"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)}
+    ms: dict[str, list[float]] = {"torch": [], "ours": []}
+    for r in range(rounds):
+        for name in ("torch", "ours") if r % 2 == 0 else ("ours", "torch"):
+            ms[name].append(do_bench(timed[name], return_mode="median"))
+    torch_ms, ours_ms = statistics.median(ms["torch"]), statistics.median(ms["ours"])
+    return {"torch_ms": torch_ms, "tune_config_do_bench_ms": ours_ms, "tune_vs_torch": torch_ms / ours_ms,
+            "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
 
 
 SWEEP_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache")

@@ -84,6 +84,34 @@ def test_problem_generator_is_valid_and_varied(name):
     assert any(any(v % 16 for k, v in p.items() if k in ("M", "N", "K", "S")) for p in problems), "no odd sizes"
 
 
+def test_matmul_split_tail_matches_reference():
+    """SPLIT_TAIL on a GPU of 7 SMs: 8 tiles are one whole wave and one tile split over K into parts (uneven: K
+    is 17 steps of 32), the last part to arrive adding the others' sums; with and without TMA."""
+    import dataclasses
+
+    from costmodel.kernels.matmul import tail_split
+
+    fam, hw, problem = get_family("matmul"), dataclasses.replace(HW, sm_count=7), {"M": 128, "N": 256, "K": 520}
+    configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
+               if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
+    assert {c["TMA"] for c in configs} == {0, 1} and all(tail_split(problem, c, hw) == (1, 4) for c in configs)
+    for config in configs:
+        inputs = fam.make_inputs(problem, "float16", "cpu", seed=1)
+        out = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
+        fam.launch(problem, inputs, out, config, hw)
+        ref = fam.reference(problem, inputs)
+        assert ((out.float() - ref).norm() / ref.norm()).item() < fam.tolerance["float16"], config
+
+
+def test_matmul_split_tail_only_where_it_splits():
+    fam = get_family("matmul")
+    base = dict(fam.default_config({}, "float16", HW), PERSISTENT=1, SPLIT_TAIL=1)
+    assert fam.is_valid({"M": 5120, "N": 5120, "K": 5120}, "float16", base, HW)  # 800 tiles: 6 waves and 8 left
+    assert not fam.is_valid({"M": 5120, "N": 5120, "K": 5120}, "float16", dict(base, PERSISTENT=0), HW)
+    assert not fam.is_valid({"M": 5120, "N": 5120, "K": 256}, "float16", base, HW)  # 4 K steps: no room for 2 parts
+    assert not fam.is_valid({"M": 128 * 12, "N": 256 * 11, "K": 5120}, "float16", base, HW)  # 132 tiles: no tail
+
+
 def test_bad_input_errors():
     with pytest.raises(CostModelError, match="unknown kernel family"):
         get_family("conv9d")

@@ -34,3 +34,21 @@ def test_family_on_gpu(family):
                 wrong = [m for m in ms if m.status == "wrong_result"]
                 assert not wrong, f"wrong results: {wrong}"
                 assert sum(m.ok for m in ms) >= len(ms) - 1, [m for m in ms if not m.ok]
+
+
+@pytest.mark.parametrize("problem", [{"M": 5120, "N": 5120, "K": 1024}, {"M": 1000, "N": 5120, "K": 4000},
+                                     {"M": 64, "N": 3000, "K": 7168}])
+def test_matmul_split_tail_on_gpu(problem):
+    """Split-tail configs (partial sums, an atomic arrival count, the last part writing the tile) are right on
+    real shapes: whole waves and a split tail, an odd M, and a decode shape with no whole wave at all."""
+    from costmodel import hardware
+    from costmodel.benchmark import IsolatedBenchmarker
+    from costmodel.kernels import get_family
+
+    hw, fam = hardware.current(), get_family("matmul")
+    with IsolatedBenchmarker(hw, compile_workers=8) as bench:
+        for dtype in fam.dtypes:
+            split = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if c["SPLIT_TAIL"]]
+            picked = [split[i] for i in np.random.default_rng(1).permutation(len(split))[:8]]
+            ms = bench.measure("matmul", problem, dtype, picked)
+            assert all(m.ok for m in ms), [m for m in ms if not m.ok]

@@ -45,7 +45,7 @@ def _dataset_rows(family: str, problem: dict, dtype: str, configs: list[dict]) -
 
 
 SAMPLE_PROBLEMS = {
-    "matmul": {"M": 1000, "N": 4096, "K": 5120},
+    "matmul": {"M": 1000, "N": 5120, "K": 5120},
     "attention": {"B": 2, "H": 16, "S": 3001, "D": 128, "CAUSAL": 1},
     "softmax": {"M": 4096, "N": 50257},
     "layernorm": {"M": 77, "N": 4096},
@@ -79,6 +79,12 @@ def test_feature_terms_mirror_the_family(family):
     if hasattr(fam, "programs"):
         np.testing.assert_allclose(2 ** col["log2_programs"], [fam.programs(problem, dtype, c, HW) for c in configs],
                                    rtol=1e-5)
+    if family == "matmul":  # the split tail's parts, as the launcher computes them
+        from costmodel.kernels.matmul import tail_split
+
+        splits = [tail_split(problem, c, HW)[1] if c["SPLIT_TAIL"] else 1 for c in configs]
+        assert max(splits) > 1
+        np.testing.assert_allclose(2 ** col["log2_splits"], splits, rtol=1e-5)
 
 
 def test_candidates_table_rejects_unknown_knobs():

@@ -29,6 +29,9 @@ DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 class Knob:
     name: str
     values: tuple[int, ...]
+    # for a knob added to a family later: the value its configs recorded before then ran with (the dataset reads
+    # their missing column as this); None for a knob the family has always had
+    absent: int | None = None
 
 
 def torch_dtype(dtype: str):

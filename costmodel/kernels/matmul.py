@@ -1,8 +1,15 @@
 """C = A @ B for row-major A (M x K) and B (K x N), fp32 accumulation.
 
 Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
-plain pointers (``TMA``), a persistent schedule over tiles beside one tile per program (``PERSISTENT``),
-GROUP_M swizzling for L2 reuse, tile sizes, warps and pipeline stages.
+plain pointers (``TMA``), a persistent schedule over tiles beside one tile per program (``PERSISTENT``), a split-K
+tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2 reuse, tile sizes, warps and pipeline stages.
+
+Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
+128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
+``SPLIT_TAIL`` the persistent programs run the whole waves as before, then split the K loop of each tile of the
+last, partial wave into ``splits`` parts, one per SM: each part stores its fp32 partial sum, and the last part of a
+tile to arrive (an atomic counter) adds the others' and writes the tile. Configs recorded before the knob existed
+ran with ``SPLIT_TAIL=0``, whose code path is the kernel as it was (the knob's ``absent`` value).
 """
 
 from __future__ import annotations
@@ -13,6 +20,8 @@ import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
+
+MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 
 
 @triton.jit
@@ -27,12 +36,12 @@ def _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
 
 
 @triton.jit
-def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n, k_first, k_last,
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr):
+    """The tile's sum over K steps [k_first, k_last) of BLOCK_K each."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_tiles = tl.cdiv(K, BLOCK_K)
     if TMA:
-        for ki in tl.range(0, k_tiles):
+        for ki in tl.range(k_first, k_last):
             a_tile = a.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b_tile = b.load([ki * BLOCK_K, pid_n * BLOCK_N])
             acc = tl.dot(a_tile, b_tile, acc)
@@ -43,7 +52,7 @@ def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
         offs_am = tl.max_contiguous(tl.multiple_of(tl.where(offs_am < M, offs_am, 0), BLOCK_M), BLOCK_M)
         offs_bn = tl.max_contiguous(tl.multiple_of(tl.where(offs_bn < N, offs_bn, 0), BLOCK_N), BLOCK_N)
         offs_k = tl.arange(0, BLOCK_K)
-        for ki in tl.range(0, k_tiles):
+        for ki in tl.range(k_first, k_last):
             k = ki * BLOCK_K + offs_k
             a_tile = tl.load(a + offs_am[:, None] * stride_am + k[None, :] * stride_ak, mask=k[None, :] < K, other=0.0)
             b_tile = tl.load(b + k[:, None] * stride_bk + offs_bn[None, :] * stride_bn, mask=k[:, None] < K, other=0.0)
@@ -64,23 +73,68 @@ def _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
 
 
 @triton.jit
+def _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
+                num_pid_m, num_pid_n, first_tile, partials, arrivals, split_tiles, splits,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                TMA: tl.constexpr):
+    """Tiles first_tile.. (split_tiles of them), each as ``splits`` parts over K, one part a program."""
+    k_tiles = tl.cdiv(K, BLOCK_K)
+    offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    for unit in tl.range(tl.program_id(0), split_tiles * splits, num_programs):
+        tail_tile = unit // splits
+        part = unit % splits
+        pid_m, pid_n = _tile_coords(first_tile + tail_tile, num_pid_m, num_pid_n, GROUP_M)
+        acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
+                               part * k_tiles // splits, (part + 1) * k_tiles // splits, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
+        tl.store(partials + unit * (BLOCK_M * BLOCK_N) + offs, acc)
+        tl.debug_barrier()  # every thread's partial is stored before the program announces it
+        arrived = tl.atomic_add(arrivals + tail_tile, 1, sem="acq_rel")
+        if arrived == splits - 1:  # the last part of this tile: add the others' and write the tile
+            for other in tl.range(0, splits):
+                if other != part:
+                    acc += tl.load(partials + (tail_tile * splits + other) * (BLOCK_M * BLOCK_N) + offs,
+                                   cache_modifier=".cg")
+            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+
+
+@triton.jit(do_not_specialize=["split_tiles", "splits"])
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                  TMA: tl.constexpr, PERSISTENT: tl.constexpr):
+                  TMA: tl.constexpr, PERSISTENT: tl.constexpr,
+                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if PERSISTENT:
         num_tiles = num_pid_m * num_pid_n
-        for tile_id in tl.range(tl.program_id(0), num_tiles, num_programs, flatten=True):
+        if SPLIT_TAIL:
+            whole_tiles = num_tiles - split_tiles
+        else:
+            whole_tiles = num_tiles
+        for tile_id in tl.range(tl.program_id(0), whole_tiles, num_programs, flatten=True):
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
-                                   BLOCK_M, BLOCK_N, BLOCK_K, TMA)
+                                   0, tl.cdiv(K, BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, TMA)
             _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+        if SPLIT_TAIL:
+            _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+                        num_programs, num_pid_m, num_pid_n, whole_tiles, partials, arrivals, split_tiles, splits,
+                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
-                               BLOCK_M, BLOCK_N, BLOCK_K, TMA)
+                               0, tl.cdiv(K, BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, TMA)
         _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+
+
+def tail_split(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int]:
+    """(tiles of the last, partial wave, parts each is split into over K) for ``SPLIT_TAIL``; (0, 1) when no
+    split fits: a full last wave, a tail over half the SMs, or too few K steps for two parts."""
+    tiles = triton.cdiv(problem["M"], config["BLOCK_M"]) * triton.cdiv(problem["N"], config["BLOCK_N"])
+    tail = tiles % hw.sm_count
+    if tail == 0:
+        return 0, 1
+    splits = min(hw.sm_count // tail, triton.cdiv(problem["K"], config["BLOCK_K"]) // MIN_K_TILES_PER_SPLIT)
+    return (tail, splits) if splits >= 2 else (0, 1)
 
 
 # LLM GEMMs (tokens x hidden -> projections) for a few model widths
@@ -99,6 +153,7 @@ class Matmul(KernelFamily):
         Knob("GROUP_M", (1, 8)),
         Knob("TMA", (0, 1)),
         Knob("PERSISTENT", (0, 1)),
+        Knob("SPLIT_TAIL", (0, 1), absent=0),
         Knob("num_warps", (4, 8)),
         Knob("num_stages", (2, 3, 4, 5)),
     )
@@ -138,12 +193,15 @@ class Matmul(KernelFamily):
         # TMA needs 16-byte aligned row strides
         if config["TMA"] and ((problem["K"] * e) % 16 or (problem["N"] * e) % 16):
             return False
+        # a split tail belongs to the persistent schedule, and only where it splits something
+        if config["SPLIT_TAIL"] and (not config["PERSISTENT"] or tail_split(problem, config, hw)[1] < 2):
+            return False
         return True
 
     def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
         # Triton tutorial 03's first config: what users copy
         return {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 0, "PERSISTENT": 0,
-                "num_warps": 8, "num_stages": 3}
+                "SPLIT_TAIL": 0, "num_warps": 8, "num_stages": 3}
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
         import torch
@@ -169,6 +227,15 @@ class Matmul(KernelFamily):
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
         programs = min(tiles, hw.sm_count) if config["PERSISTENT"] else tiles
+        split_tiles, splits = tail_split(problem, config, hw) if config["SPLIT_TAIL"] else (0, 1)
+        if split_tiles:
+            import torch
+
+            programs = hw.sm_count
+            partials = torch.empty(split_tiles * splits * bm * bn, device=a.device, dtype=torch.float32)
+            arrivals = torch.zeros(split_tiles, device=a.device, dtype=torch.int32)
+        else:
+            partials = arrivals = None
         if config["TMA"]:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
@@ -178,7 +245,9 @@ class Matmul(KernelFamily):
             args = (a, b, out)
         args += (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), programs)
         kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], TMA=config["TMA"],
-                      PERSISTENT=config["PERSISTENT"], num_warps=config["num_warps"], num_stages=config["num_stages"])
+                      PERSISTENT=config["PERSISTENT"], partials=partials, arrivals=arrivals, split_tiles=split_tiles,
+                      splits=splits, SPLIT_TAIL=bool(split_tiles), num_warps=config["num_warps"],
+                      num_stages=config["num_stages"])
         return launch(matmul_kernel, (programs,), args, kwargs, warmup)
 
     def flops(self, problem: Problem) -> float:
