@@ -12,8 +12,9 @@ torch.matmul and the tuned config are timed alternately with do_bench, six round
 medians compared: the GPU's clocks drift between calls by more than the gap being measured.
 
 Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
-the problems can be split over several GPU calls. --reuse takes the sweep (exhaustive best, random-8) and the
-triton.autotune figures of problems already in that file, measured on this GPU type, and re-measures the rest.
+the problems can be split over several GPU calls. --reuse takes the sweep (exhaustive best, random-8), the
+triton.autotune and the Helion figures of problems already in that file, measured on this GPU type, and re-measures
+the rest; a reused sweep that predates a knob gains the configs that set it (sweep_added_knobs).
 """
 
 from __future__ import annotations
@@ -142,7 +143,7 @@ def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) 
             "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
 
 
-SWEEP_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache")
+REUSED_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache", "helion_quick")
 
 
 def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
@@ -159,6 +160,26 @@ def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker
     return out
 
 
+def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, reused: dict) -> dict:
+    """A reused sweep that predates knobs added to the family since (its configs ran with their ``absent`` value):
+    time the valid configs that set one of them otherwise and fold their best into the exhaustive best. Random-8
+    stays the older space's."""
+    fam = get_family(family)
+    added = {k.name: k.absent for k in fam.knobs if k.absent is not None and k.name not in reused["tune_config"]}
+    configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if any(c[n] != v for n, v in added.items())]
+    if not configs:
+        return {}
+    compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
+    oks = [m.latency_ms for m in bench.measure(family, problem, dtype, configs) if m.ok]
+    log(f"swept {len(configs)} configs with {', '.join(added)} set: {len(oks)} ok, best {min(oks, default=0):.4f} ms")
+    out = {"sweep_added": {"knobs": sorted(added), "configs": len(configs), "ok": len(oks),
+                           "best_ms": min(oks, default=None)}}
+    if oks:
+        out.update(exhaustive_ok=reused["exhaustive_ok"] + len(oks),
+                   exhaustive_best_ms=min(reused["exhaustive_best_ms"], min(oks)))
+    return out
+
+
 def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, bench: IsolatedBenchmarker,
                     base_cache: str, scratch: str, reused: dict | None) -> dict:
     res, command_s = tune_in_new_process(family, problem, dtype, cold_triton_cache(base_cache, scratch))
@@ -169,7 +190,8 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, be
            "tune_phases_s": res["phases_s"], "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"],
            "default_ms": res["default_latency_ms"]}
     if reused:
-        row.update({k: reused[k] for k in SWEEP_FIELDS if k in reused}, sweep_reused_from=reused["date"])
+        row.update({k: reused[k] for k in REUSED_FIELDS if k in reused}, sweep_reused_from=reused["date"])
+        row.update(sweep_added_knobs(family, problem, dtype, hw, bench, reused))
     else:
         row.update(sweep(family, problem, dtype, hw, bench))
     row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
