@@ -197,16 +197,18 @@ def with_absent_knobs(table: pa.Table) -> pa.Table:
             if knob.absent is None:
                 continue
             col = f"cfg_{knob.name}"
-            has_config = "config_json" in table.column_names
+            has_column, has_config = col in table.column_names, "config_json" in table.column_names
+            if not (has_column or has_config):
+                continue
             missing = pc.equal(table["kernel"], family)
-            if col in table.column_names:
+            if has_column:
                 missing = pc.and_(missing, pc.is_null(table[col]))
-            elif has_config:
+            else:
                 missing = pc.and_(missing, pc.invert(pc.match_substring(table["config_json"], f'"{knob.name}":')))
             missing = pc.fill_null(missing, False)
             if not pc.any(missing).as_py():
                 continue
-            if col in table.column_names:
+            if has_column:
                 filled = pc.if_else(missing, pa.scalar(knob.absent, pa.int64()), table[col])
                 table = table.set_column(table.column_names.index(col), col, filled)
             if has_config:
