@@ -16,7 +16,6 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -193,9 +192,10 @@ def with_absent_knobs(table: pa.Table) -> pa.Table:
     from costmodel.kernels import family_names, get_family
 
     for family in family_names():
-        for knob in get_family(family).knobs:
-            if knob.absent is None:
-                continue
+        knobs = get_family(family).knobs
+        names = sorted(k.name for k in knobs)
+        # last key first, so that the key each goes in front of is already in every row
+        for knob in sorted((k for k in knobs if k.absent is not None), key=lambda k: k.name, reverse=True):
             col = f"cfg_{knob.name}"
             has_column, has_config = col in table.column_names, "config_json" in table.column_names
             if not (has_column or has_config):
@@ -212,12 +212,18 @@ def with_absent_knobs(table: pa.Table) -> pa.Table:
                 filled = pc.if_else(missing, pa.scalar(knob.absent, pa.int64()), table[col])
                 table = table.set_column(table.column_names.index(col), col, filled)
             if has_config:
-                rows = table["config_json"].to_pylist()
-                for i in np.flatnonzero(missing.to_numpy(zero_copy_only=False)):
-                    rows[i] = canonical_json({**json.loads(rows[i]), knob.name: knob.absent})
+                after = [n for n in names if n > knob.name]
+                filled = _with_key(table["config_json"], knob.name, knob.absent, after[0] if after else None)
                 table = table.set_column(table.column_names.index("config_json"), "config_json",
-                                         pa.array(rows, pa.string()))
+                                         pc.if_else(missing, filled, table["config_json"]))
     return table
+
+
+def _with_key(config_json, key: str, value: int, next_key: str | None):
+    """``canonical_json`` strings (keys sorted, no spaces) with ``key`` added in front of ``next_key``, or last."""
+    if next_key is None:
+        return pc.replace_substring_regex(config_json, "}$", f',"{key}":{value}}}')
+    return pc.replace_substring(config_json, f'"{next_key}":', f'"{key}":{value},"{next_key}":', max_replacements=1)
 
 
 def measured_pairs(root: str | Path, group_ids: list[str]) -> set[tuple[str, str]]:

@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from typing import Callable
 
 import click
 import numpy as np
@@ -124,20 +125,28 @@ def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: st
     return json.loads(proc.stdout), time.perf_counter() - t0
 
 
+def alternating(timed: dict[str, Callable[[], object]], rounds: int,
+                time_one: Callable[[Callable[[], object]], float]) -> dict[str, list[float]]:
+    """Each callable's time by ``time_one`` once a round for ``rounds``, the order reversed every other round (the
+    GPU warms over a call, so a fixed order favours the first)."""
+    out: dict[str, list[float]] = {name: [] for name in timed}
+    names = list(timed)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(time_one(timed[name]))
+    return out
+
+
 def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
-    """torch.matmul and ``config``, each timed by do_bench once a round for ``rounds``, which goes first
-    alternating (the GPU warms over a call, so a fixed order favours the first): medians of each."""
+    """torch.matmul and ``config``, do_bench ``alternating`` for ``rounds``: medians of each."""
     import torch
     from triton.testing import do_bench
 
     fam = get_family("matmul")
     a, b = fam.make_inputs(problem, dtype, "cuda")
     c = fam.make_output(problem, dtype, "cuda")
-    timed = {"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)}
-    ms: dict[str, list[float]] = {"torch": [], "ours": []}
-    for r in range(rounds):
-        for name in ("torch", "ours") if r % 2 == 0 else ("ours", "torch"):
-            ms[name].append(do_bench(timed[name], return_mode="median"))
+    ms = alternating({"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)},
+                     rounds, lambda fn: do_bench(fn, return_mode="median"))
     torch_ms, ours_ms = statistics.median(ms["torch"]), statistics.median(ms["ours"])
     return {"torch_ms": torch_ms, "tune_config_do_bench_ms": ours_ms, "tune_vs_torch": torch_ms / ours_ms,
             "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
@@ -146,13 +155,20 @@ def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) 
 REUSED_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache", "helion_quick")
 
 
-def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
-    configs = space.enumerate_valid(get_family(family), problem, dtype, hw)
+def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
+             what: str) -> list[float]:
+    """The ok latencies of ``configs``, all compiled before the first is timed; logged as ``what``."""
     compile_wait_s = compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
     t_compiled = time.perf_counter()
     oks = [m.latency_ms for m in bench.measure(family, problem, dtype, configs) if m.ok]
-    log(f"swept {len(configs)} configs, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
-        f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks):.4f} ms")
+    log(f"swept {len(configs)} {what}, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
+        f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks, default=0):.4f} ms")
+    return oks
+
+
+def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
+    oks = time_all(family, problem, dtype, space.enumerate_valid(get_family(family), problem, dtype, hw), bench,
+                   "configs")
     out = {"exhaustive_ok": len(oks), "exhaustive_best_ms": min(oks), "random8_ms": random8_ms(oks)}
     if family == "matmul" and problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
         out["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
@@ -169,9 +185,7 @@ def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: Isolate
     configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if any(c[n] != v for n, v in added.items())]
     if not configs:
         return {}
-    compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
-    oks = [m.latency_ms for m in bench.measure(family, problem, dtype, configs) if m.ok]
-    log(f"swept {len(configs)} configs with {', '.join(added)} set: {len(oks)} ok, best {min(oks, default=0):.4f} ms")
+    oks = time_all(family, problem, dtype, configs, bench, f"configs with {', '.join(added)} set")
     out = {"sweep_added": {"knobs": sorted(added), "configs": len(configs), "ok": len(oks),
                            "best_ms": min(oks, default=None)}}
     if oks:

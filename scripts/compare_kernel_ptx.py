@@ -19,23 +19,30 @@ import numpy as np
 
 
 def _compile_only() -> None:
-    """Triton's active driver, answering device queries for an sm_90 target without libcuda."""
+    """Make Triton's active driver answer device queries for an sm_90 target without libcuda (benchmark.py's
+    compile-only driver builds a launcher too, and so needs libcuda)."""
     from triton.backends.compiler import GPUTarget
     from triton.backends.nvidia.driver import CudaDriver
     from triton.runtime import driver
 
-    class TargetOnly:
-        def get_current_device(self): return 0
-        def get_current_stream(self, device=None): return 0
-        def get_device_capability(self, device=None): return (9, 0)
-        def get_current_target(self): return GPUTarget("cuda", 90, 32)
+    class TargetOnly(CudaDriver):
+        def __init__(self):  # CudaDriver's loads libcuda
+            pass
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return GPUTarget("cuda", 90, 32)
+
         def get_active_torch_device(self):
             import torch
+
             return torch.device("meta")
 
-    for name in dir(CudaDriver):
-        if not name.startswith("__") and not hasattr(TargetOnly, name):
-            setattr(TargetOnly, name, getattr(CudaDriver, name))
     driver.set_active(TargetOnly())
 
 

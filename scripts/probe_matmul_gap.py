@@ -18,6 +18,7 @@ import triton.language as tl
 from triton.testing import do_bench
 from triton.tools.tensor_descriptor import TensorDescriptor
 
+from bench_tune import alternating
 from costmodel import hardware
 from costmodel.benchmark import time_callable
 from costmodel.kernels import get_family
@@ -72,15 +73,9 @@ def probe(dtype: str, hw) -> dict:
             timed[name] = lambda args=args: half_store(a, b, c, hw, *args)
         else:
             notes[name] = f"wrong result: rel_err {err}"
+    short = alternating(timed, 8, lambda fn: statistics.median(time_callable(fn, "cuda", 5.0, 10, 200)[0]))
+    sustained = alternating(timed, 4, lambda fn: do_bench(fn, return_mode="median"))
     names = list(timed)
-    short: dict[str, list[float]] = {k: [] for k in names}
-    sustained: dict[str, list[float]] = {k: [] for k in names}
-    for r in range(8):
-        for k in names if r % 2 == 0 else names[::-1]:
-            short[k].append(statistics.median(time_callable(timed[k], "cuda", 5.0, 10, 200)[0]))
-    for r in range(4):
-        for k in names if r % 2 == 0 else names[::-1]:
-            sustained[k].append(do_bench(timed[k], return_mode="median"))
     out = {k: {"short_ms": statistics.median(short[k]), "do_bench_ms": statistics.median(sustained[k])} for k in names}
     for k in names:
         out[k]["vs_torch_short"] = out["torch"]["short_ms"] / out[k]["short_ms"]
