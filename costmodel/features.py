@@ -29,12 +29,12 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 2
+FEATURE_SCHEMA_VERSION = 3
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
 _LOG_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "ROWS", "num_warps", "num_stages")
-_FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL")
+_FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE")
 _HW = ("sm_count", "smem_per_block", "smem_per_sm", "regs_per_sm", "l2_bytes", "mem_bandwidth_gbs",
        "max_threads_per_sm", "cc_major", "cc_minor")
 # what each family's deriver returns, per row of that family
@@ -77,7 +77,7 @@ def _matmul(c: Cols, min_k_tiles_per_split: int) -> Cols:
     tiles = np.ceil(M / bm) * np.ceil(N / bn)
     threads = 32 * c["num_warps"]
     acc = bm * bn / threads
-    smem = c["num_stages"] * (bm * bk + bk * bn) * e + c["TMA"] * bm * bn * e
+    smem = c["num_stages"] * (bm * bk + bk * bn) * e + c["TMA"] * bm * bn * e / (1 + c["EPILOGUE_SUBTILE"])
     # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
     regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
     # SPLIT_TAIL: the last wave's tiles each split over K into this many parts (matmul.tail_split)

@@ -1,5 +1,5 @@
-"""Does a family's kernel, at the absent value of knobs added since revision REV, compile to the same code as it
-did at REV? What lets measurements recorded at REV stand for those configs (Knob.absent). Compiles on the CPU:
+"""Does a family's kernel, at the absent value of knobs added since revision REV (and at the values its knobs had
+then), compile to the same code as it did at REV? What lets measurements recorded at REV stand for those configs (Knob.absent). Compiles on the CPU:
 Triton's CUDA backend targets the recorded GPU without a driver. PTX is compared instruction for instruction,
 without parameter declarations (added knobs may add kernel arguments), debug locations and labels.
 
@@ -78,7 +78,7 @@ def main(rev: str, family: str, samples: int, seed: int) -> None:
     for problem in fam.problems(rng, 4):
         for dtype in fam.dtypes:
             configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw)
-                       if all(c[k] == v for k, v in added.items())]
+                       if all(c[k] == v for k, v in added.items()) and all(c[k.name] in k.values for k in old.knobs)]
             for i in rng.permutation(len(configs))[:samples]:
                 new_cfg = configs[i]
                 old_cfg = {k: v for k, v in new_cfg.items() if k not in added}

@@ -147,8 +147,9 @@ def test_corrupt_or_foreign_parquet_is_a_clear_error(tmp_path):
 
 
 def test_configs_recorded_before_a_knob_existed_read_with_its_absent_value(tmp_path, data_root):
-    """Matmul shards written before SPLIT_TAIL read as SPLIT_TAIL=0 (column and config_json); other families'
-    rows and the rest of each config are untouched, whichever columns are asked for."""
+    """Matmul shards written before SPLIT_TAIL and EPILOGUE_SUBTILE read with both at 0 (columns and config_json,
+    its keys still in canonical order); other families' rows and the rest of each config are untouched, whichever
+    columns are asked for."""
     old = next(p for p in sorted((data_root / "gpu=nvidia-h200" / "kernel=matmul").glob("part-*.parquet"))
                if "cfg_SPLIT_TAIL" not in pq.read_schema(p).names)  # written before the knob
     other = next((data_root / "gpu=nvidia-h200" / "kernel=softmax").glob("part-*.parquet"))
@@ -157,11 +158,13 @@ def test_configs_recorded_before_a_knob_existed_read_with_its_absent_value(tmp_p
         (tmp_path / "gpu=nvidia-h200" / f"kernel={kernel}").mkdir(parents=True)
         shutil.copy(src, tmp_path / "gpu=nvidia-h200" / f"kernel={kernel}" / src.name)
     mm = dataset.read(tmp_path, filter=pc.field("kernel") == "matmul")
-    assert mm.num_rows == raw_old.num_rows and set(mm["cfg_SPLIT_TAIL"].to_pylist()) == {0}
+    added = {"SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": 0}
+    assert mm.num_rows == raw_old.num_rows and all(set(mm[f"cfg_{k}"].to_pylist()) == {0} for k in added)
     configs = [json.loads(c) for c in mm["config_json"].to_pylist()]
-    assert configs == [{**json.loads(c), "SPLIT_TAIL": 0} for c in raw_old["config_json"].to_pylist()]
+    assert configs == [{**json.loads(c), **added} for c in raw_old["config_json"].to_pylist()]
+    assert mm["config_json"].to_pylist() == [dataset.canonical_json(c) for c in configs]
     only = dataset.read(tmp_path, ["config_json"], filter=pc.field("kernel") == "matmul")
     assert only.column_names == ["config_json"] and only["config_json"].to_pylist() == mm["config_json"].to_pylist()
     sm = dataset.read(tmp_path, filter=pc.field("kernel") == "softmax")
     assert sm["config_json"].to_pylist() == raw_other["config_json"].to_pylist()
-    assert sm["cfg_SPLIT_TAIL"].null_count == sm.num_rows
+    assert all(sm[f"cfg_{k}"].null_count == sm.num_rows for k in added)

@@ -86,7 +86,8 @@ def test_problem_generator_is_valid_and_varied(name):
 
 def test_matmul_split_tail_matches_reference():
     """SPLIT_TAIL on a GPU of 7 SMs: 8 tiles are one whole wave and one tile split over K into parts (uneven: K
-    is 17 steps of 32), the last part to arrive adding the others' sums; with and without TMA."""
+    is 17 steps of 32), summed by the last part to arrive (1) or by the second kernel (2); with and without TMA,
+    the TMA store whole and in halves."""
     import dataclasses
 
     from costmodel.kernels.matmul import tail_split
@@ -94,7 +95,9 @@ def test_matmul_split_tail_matches_reference():
     fam, hw, problem = get_family("matmul"), dataclasses.replace(HW, sm_count=7), {"M": 128, "N": 256, "K": 520}
     configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
                if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
-    assert {c["TMA"] for c in configs} == {0, 1} and all(tail_split(problem, c, hw) == (1, 4) for c in configs)
+    assert {(c["TMA"], c["SPLIT_TAIL"], c["EPILOGUE_SUBTILE"]) for c in configs} == {
+        (0, 1, 0), (0, 2, 0), (1, 1, 0), (1, 2, 0), (1, 1, 1), (1, 2, 1)}
+    assert all(tail_split(problem, c, hw) == (1, 4) for c in configs)
     for config in configs:
         inputs = fam.make_inputs(problem, "float16", "cpu", seed=1)
         out = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))

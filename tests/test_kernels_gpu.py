@@ -39,8 +39,8 @@ def test_family_on_gpu(family):
 @pytest.mark.parametrize("problem", [{"M": 5120, "N": 5120, "K": 1024}, {"M": 1000, "N": 5120, "K": 4000},
                                      {"M": 64, "N": 3000, "K": 7168}])
 def test_matmul_split_tail_on_gpu(problem):
-    """Split-tail configs (partial sums, an atomic arrival count, the last part writing the tile) are right on
-    real shapes: whole waves and a split tail, an odd M, and a decode shape with no whole wave at all."""
+    """Split-tail configs of both reductions (the last part to arrive writing the tile; a second kernel) are right
+    on real shapes: whole waves and a split tail, an odd M, and a decode shape with no whole wave at all."""
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker
     from costmodel.kernels import get_family
@@ -48,7 +48,10 @@ def test_matmul_split_tail_on_gpu(problem):
     hw, fam = hardware.current(), get_family("matmul")
     with IsolatedBenchmarker(hw, compile_workers=8) as bench:
         for dtype in fam.dtypes:
-            split = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if c["SPLIT_TAIL"]]
-            picked = [split[i] for i in np.random.default_rng(1).permutation(len(split))[:8]]
+            valid = space.enumerate_valid(fam, problem, dtype, hw)
+            picked = []
+            for mode in (1, 2):
+                split = [c for c in valid if c["SPLIT_TAIL"] == mode]
+                picked += [split[i] for i in np.random.default_rng(mode).permutation(len(split))[:5]]
             ms = bench.measure("matmul", problem, dtype, picked)
             assert all(m.ok for m in ms), [m for m in ms if not m.ok]

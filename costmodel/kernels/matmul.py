@@ -1,15 +1,20 @@
 """C = A @ B for row-major A (M x K) and B (K x N), fp32 accumulation.
 
 Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
-plain pointers (``TMA``), a persistent schedule over tiles beside one tile per program (``PERSISTENT``), a split-K
-tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2 reuse, tile sizes, warps and pipeline stages.
+plain pointers (``TMA``), the TMA store of C in two halves (``EPILOGUE_SUBTILE``: half the shared-memory staging,
+which can leave room for another pipeline stage), a persistent schedule over tiles beside one tile per program
+(``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2 reuse, tile sizes,
+warps and pipeline stages.
 
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
 ``SPLIT_TAIL`` the persistent programs run the whole waves as before, then split the K loop of each tile of the
-last, partial wave into ``splits`` parts, one per SM: each part stores its fp32 partial sum, and the last part of a
-tile to arrive (an atomic counter) adds the others' and writes the tile. Configs recorded before the knob existed
-ran with ``SPLIT_TAIL=0``, whose code path is the kernel as it was (the knob's ``absent`` value).
+last, partial wave into ``splits`` parts, one per SM, and each part stores its fp32 partial sum. Who adds them up:
+with ``SPLIT_TAIL=1`` the last part of a tile to arrive (an atomic counter) reads the others' and writes the tile,
+alone, so the sum costs ``splits - 1`` tile reads on one SM; with ``SPLIT_TAIL=2`` a second, small kernel sums
+every tail tile in chunks of ``REDUCE_ROWS`` rows, one chunk a program, so it is spread over the SMs at the price of
+a second launch. Configs recorded before a knob existed ran with its ``absent`` value, whose code path is the
+kernel as it was.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
+REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
 
 
 @triton.jit
@@ -61,22 +67,33 @@ def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
 
 
 @triton.jit
+def _rows_store(c, acc, M, N, stride_cm, stride_cn, row, col, ROWS: tl.constexpr, COLS: tl.constexpr):
+    """Store the ROWS x COLS block at (row, col) of C through pointers, masked to M x N."""
+    offs_cm = row + tl.arange(0, ROWS)
+    offs_cn = col + tl.arange(0, COLS)
+    mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
+    tl.store(c + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c.dtype.element_ty), mask=mask)
+
+
+@triton.jit
 def _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     if TMA:
-        c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c.dtype))
+        if EPILOGUE_SUBTILE:  # c's descriptor block is BLOCK_M x BLOCK_N // 2
+            left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
+            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c.dtype))
+            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c.dtype))
+        else:
+            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c.dtype))
     else:
-        offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-        tl.store(c + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn, acc.to(c.dtype.element_ty), mask=mask)
+        _rows_store(c, acc, M, N, stride_cm, stride_cn, pid_m * BLOCK_M, pid_n * BLOCK_N, BLOCK_M, BLOCK_N)
 
 
 @triton.jit
 def _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
                 num_pid_m, num_pid_n, first_tile, partials, arrivals, split_tiles, splits,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
-                TMA: tl.constexpr):
+                TMA: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, SPLIT_TAIL: tl.constexpr):
     """Tiles first_tile.. (split_tiles of them), each as ``splits`` parts over K, one part a program."""
     k_tiles = tl.cdiv(K, BLOCK_K)
     offs = tl.arange(0, BLOCK_M)[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
@@ -87,21 +104,37 @@ def _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, st
         acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
                                part * k_tiles // splits, (part + 1) * k_tiles // splits, BLOCK_M, BLOCK_N, BLOCK_K, TMA)
         tl.store(partials + unit * (BLOCK_M * BLOCK_N) + offs, acc)
-        tl.debug_barrier()  # every thread's partial is stored before the program announces it
-        arrived = tl.atomic_add(arrivals + tail_tile, 1, sem="acq_rel")
-        if arrived == splits - 1:  # the last part of this tile: add the others' and write the tile
-            for other in tl.range(0, splits):
-                if other != part:
-                    acc += tl.load(partials + (tail_tile * splits + other) * (BLOCK_M * BLOCK_N) + offs,
-                                   cache_modifier=".cg")
-            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+        if SPLIT_TAIL == 1:  # else _reduce_tail_kernel sums the partials after this kernel
+            tl.debug_barrier()  # every thread's partial is stored before the program announces it
+            arrived = tl.atomic_add(arrivals + tail_tile, 1, sem="acq_rel")
+            if arrived == splits - 1:  # the last part of this tile: add the others' and write the tile
+                for other in tl.range(0, splits):
+                    if other != part:
+                        acc += tl.load(partials + (tail_tile * splits + other) * (BLOCK_M * BLOCK_N) + offs,
+                                       cache_modifier=".cg")
+                _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA, EPILOGUE_SUBTILE)
+
+
+@triton.jit(do_not_specialize=["first_tile", "splits"])
+def _reduce_tail_kernel(c, partials, M, N, stride_cm, stride_cn, first_tile, splits, BLOCK_M: tl.constexpr,
+                        BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr):
+    """SPLIT_TAIL=2: program i sums the ``splits`` partials of chunk i of ROWS rows of the tail tiles and stores it."""
+    chunks: tl.constexpr = BLOCK_M // ROWS
+    tail_tile = tl.program_id(0) // chunks
+    row = tl.program_id(0) % chunks * ROWS
+    pid_m, pid_n = _tile_coords(first_tile + tail_tile, tl.cdiv(M, BLOCK_M), tl.cdiv(N, BLOCK_N), GROUP_M)
+    offs = (row + tl.arange(0, ROWS))[:, None] * BLOCK_N + tl.arange(0, BLOCK_N)[None, :]
+    acc = tl.zeros((ROWS, BLOCK_N), dtype=tl.float32)
+    for part in tl.range(0, splits):
+        acc += tl.load(partials + (tail_tile * splits + part) * (BLOCK_M * BLOCK_N) + offs)
+    _rows_store(c, acc, M, N, stride_cm, stride_cn, pid_m * BLOCK_M + row, pid_n * BLOCK_N, ROWS, BLOCK_N)
 
 
 @triton.jit(do_not_specialize=["split_tiles", "splits"])
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   TMA: tl.constexpr, PERSISTENT: tl.constexpr,
-                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr):
+                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if PERSISTENT:
@@ -114,16 +147,16 @@ def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
                                    0, tl.cdiv(K, BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, TMA)
-            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA, EPILOGUE_SUBTILE)
         if SPLIT_TAIL:
             _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                         num_programs, num_pid_m, num_pid_n, whole_tiles, partials, arrivals, split_tiles, splits,
-                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA)
+                        BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, TMA, EPILOGUE_SUBTILE, SPLIT_TAIL)
     else:
         pid_m, pid_n = _tile_coords(tl.program_id(0), num_pid_m, num_pid_n, GROUP_M)
         acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
                                0, tl.cdiv(K, BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, TMA)
-        _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA)
+        _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA, EPILOGUE_SUBTILE)
 
 
 def tail_split(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int]:
@@ -153,7 +186,8 @@ class Matmul(KernelFamily):
         Knob("GROUP_M", (1, 8)),
         Knob("TMA", (0, 1)),
         Knob("PERSISTENT", (0, 1)),
-        Knob("SPLIT_TAIL", (0, 1), absent=0),
+        Knob("SPLIT_TAIL", (0, 1, 2), absent=0),
+        Knob("EPILOGUE_SUBTILE", (0, 1), absent=0),
         Knob("num_warps", (4, 8)),
         Knob("num_stages", (2, 3, 4, 5)),
     )
@@ -180,7 +214,7 @@ class Matmul(KernelFamily):
     def smem_bytes(self, dtype: str, config: Config) -> int:
         e = DTYPE_BYTES[dtype]
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        epilogue = bm * bn * e if config["TMA"] else 0
+        epilogue = bm * bn * e // (1 + config["EPILOGUE_SUBTILE"]) if config["TMA"] else 0
         return config["num_stages"] * (bm * bk + bk * bn) * e + epilogue
 
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
@@ -193,6 +227,9 @@ class Matmul(KernelFamily):
         # TMA needs 16-byte aligned row strides
         if config["TMA"] and ((problem["K"] * e) % 16 or (problem["N"] * e) % 16):
             return False
+        # only a TMA store stages C in shared memory
+        if config["EPILOGUE_SUBTILE"] and not config["TMA"]:
+            return False
         # a split tail belongs to the persistent schedule, and only where it splits something
         if config["SPLIT_TAIL"] and (not config["PERSISTENT"] or tail_split(problem, config, hw)[1] < 2):
             return False
@@ -201,7 +238,7 @@ class Matmul(KernelFamily):
     def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
         # Triton tutorial 03's first config: what users copy
         return {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 0, "PERSISTENT": 0,
-                "SPLIT_TAIL": 0, "num_warps": 8, "num_stages": 3}
+                "SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": 0, "num_warps": 8, "num_stages": 3}
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
         import torch
@@ -228,27 +265,33 @@ class Matmul(KernelFamily):
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
         programs = min(tiles, hw.sm_count) if config["PERSISTENT"] else tiles
         split_tiles, splits = tail_split(problem, config, hw) if config["SPLIT_TAIL"] else (0, 1)
+        split_tail = config["SPLIT_TAIL"] if split_tiles else 0
+        partials = arrivals = None
         if split_tiles:
             import torch
 
             programs = hw.sm_count
             partials = torch.empty(split_tiles * splits * bm * bn, device=a.device, dtype=torch.float32)
-            arrivals = torch.zeros(split_tiles, device=a.device, dtype=torch.int32)
-        else:
-            partials = arrivals = None
+            if split_tail == 1:
+                arrivals = torch.zeros(split_tiles, device=a.device, dtype=torch.int32)
         if config["TMA"]:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             args = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
-                    TensorDescriptor.from_tensor(out, [bm, bn]))
+                    TensorDescriptor.from_tensor(out, [bm, bn // (1 + config["EPILOGUE_SUBTILE"])]))
         else:
             args = (a, b, out)
         args += (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), programs)
         kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], TMA=config["TMA"],
                       PERSISTENT=config["PERSISTENT"], partials=partials, arrivals=arrivals, split_tiles=split_tiles,
-                      splits=splits, SPLIT_TAIL=bool(split_tiles), num_warps=config["num_warps"],
-                      num_stages=config["num_stages"])
-        return launch(matmul_kernel, (programs,), args, kwargs, warmup)
+                      splits=splits, SPLIT_TAIL=split_tail, EPILOGUE_SUBTILE=config["EPILOGUE_SUBTILE"],
+                      num_warps=config["num_warps"], num_stages=config["num_stages"])
+        kernel = launch(matmul_kernel, (programs,), args, kwargs, warmup)
+        if split_tail == 2:
+            launch(_reduce_tail_kernel, (split_tiles * bm // REDUCE_ROWS,),
+                   (out, partials, M, N, out.stride(0), out.stride(1), tiles - split_tiles, splits),
+                   dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, num_warps=4), warmup)
+        return kernel
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * problem["M"] * problem["N"] * problem["K"]
