@@ -14,7 +14,8 @@ medians compared: the GPU's clocks drift between calls by more than the gap bein
 Each problem's row is appended to --out as soon as it is measured, so a run cut short keeps what it did and
 the problems can be split over several GPU calls. --reuse takes the sweep (exhaustive best, random-8), the
 triton.autotune and the Helion figures of problems already in that file, measured on this GPU type, and re-measures
-the rest; a reused sweep that predates a knob gains the configs that set it (sweep_added_knobs).
+the rest; a reused sweep that predates a knob or a knob value gains the configs that set it (sweep_added_knobs):
+rows record the knob values their sweep covered, and --reused-space declares them for rows written before that.
 """
 
 from __future__ import annotations
@@ -176,18 +177,38 @@ def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker
     return out
 
 
-def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, reused: dict) -> dict:
-    """A reused sweep that predates knobs added to the family since (its configs ran with their ``absent`` value):
-    time the valid configs that set one of them otherwise and fold their best into the exhaustive best. Random-8
-    stays the older space's."""
-    fam = get_family(family)
-    added = {k.name: k.absent for k in fam.knobs if k.absent is not None and k.name not in reused["tune_config"]}
-    configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if any(c[n] != v for n, v in added.items())]
+def swept_space(family: str) -> dict[str, list[int]]:
+    """Every value of every knob of ``family``: what a sweep of its whole valid space covered."""
+    return {k.name: list(k.values) for k in get_family(family).knobs}
+
+
+def reused_coverage(family: str, reused: dict, declared: dict[str, list[int]]) -> dict[str, list[int]]:
+    """The knob values a reused sweep timed: its recorded ``sweep_space``; for rows written before that field, a
+    knob missing from its config only at its ``absent`` value, and ``declared`` values (--reused-space) for the
+    knobs that gained values since."""
+    if "sweep_space" in reused:
+        return reused["sweep_space"]
+    knobs = get_family(family).knobs
+    cover = swept_space(family)
+    cover.update({k.name: [k.absent] for k in knobs if k.absent is not None and k.name not in reused["tune_config"]})
+    cover.update({name: values for name, values in declared.items() if name in cover})
+    return cover
+
+
+def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, reused: dict,
+                      declared: dict[str, list[int]]) -> dict:
+    """A reused sweep that predates knobs or knob values added to the family since (its configs ran with a knob's
+    ``absent`` value): time the valid configs it did not cover and fold their best into the exhaustive best.
+    Random-8 stays the older space's."""
+    cover = reused_coverage(family, reused, declared)
+    configs = [c for c in space.enumerate_valid(get_family(family), problem, dtype, hw)
+               if any(c[name] not in values for name, values in cover.items())]
     if not configs:
         return {}
-    oks = time_all(family, problem, dtype, configs, bench, f"configs with {', '.join(added)} set")
-    out = {"sweep_added": {"knobs": sorted(added), "configs": len(configs), "ok": len(oks),
-                           "best_ms": min(oks, default=None)}}
+    added = {name: [v for v in values if v not in cover[name]] for name, values in swept_space(family).items()}
+    added = {name: values for name, values in added.items() if values}
+    oks = time_all(family, problem, dtype, configs, bench, f"configs with {added}")
+    out = {"sweep_added": {"values": added, "configs": len(configs), "ok": len(oks), "best_ms": min(oks, default=None)}}
     if oks:
         out.update(exhaustive_ok=reused["exhaustive_ok"] + len(oks),
                    exhaustive_best_ms=min(reused["exhaustive_best_ms"], min(oks)))
@@ -195,7 +216,7 @@ def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: Isolate
 
 
 def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, bench: IsolatedBenchmarker,
-                    base_cache: str, scratch: str, reused: dict | None) -> dict:
+                    base_cache: str, scratch: str, reused: dict | None, declared: dict[str, list[int]]) -> dict:
     res, command_s = tune_in_new_process(family, problem, dtype, cold_triton_cache(base_cache, scratch))
     log(f"tuned in {res['wall_s']:.1f} s ({command_s:.1f} s the command): {res['best']['latency_ms']:.4f} ms "
         f"phases {json.dumps({k: round(v, 2) for k, v in res['phases_s'].items()})}")
@@ -205,9 +226,10 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, be
            "default_ms": res["default_latency_ms"]}
     if reused:
         row.update({k: reused[k] for k in REUSED_FIELDS if k in reused}, sweep_reused_from=reused["date"])
-        row.update(sweep_added_knobs(family, problem, dtype, hw, bench, reused))
+        row.update(sweep_added_knobs(family, problem, dtype, hw, bench, reused, declared))
     else:
         row.update(sweep(family, problem, dtype, hw, bench))
+    row["sweep_space"] = swept_space(family)
     row["tune_score"] = row["exhaustive_best_ms"] / row["tune_ms"]
     row["random8_score"] = row["exhaustive_best_ms"] / row["random8_ms"]
     if row["default_ms"]:
@@ -249,13 +271,18 @@ def summarise(rows: list[dict]) -> dict:
 @click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
 @click.option("--out", default="bench_tune.jsonl", help="rows are appended here, one JSON line per problem")
 @click.option("--reuse", "reuse_file", default=None, help="rows whose sweeps (and triton.autotune) to reuse")
+@click.option("--reused-space", default="", help="for reused rows without sweep_space, the values their sweep "
+              "covered of knobs that gained values since: 'SPLIT_TAIL=0,1 ...'")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
-def main(only: str, helion: bool, out: str, reuse_file: str | None, summarise_files: tuple[str, ...]) -> None:
+def main(only: str, helion: bool, out: str, reuse_file: str | None, reused_space: str,
+         summarise_files: tuple[str, ...]) -> None:
     if summarise_files:
         rows = [json.loads(line) for f in summarise_files for line in open(f) if line.strip()]
         print(json.dumps(summarise(rows), indent=1))
         return
     chosen = [PROBLEMS[int(i)] for i in only.split(",")] if only else PROBLEMS
+    declared = {name: [int(v) for v in values.split(",")]
+                for name, values in (item.split("=") for item in reused_space.split())}
     with tempfile.TemporaryDirectory() as scratch, open(out, "a") as sink:
         base_cache = os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "base")
         os.makedirs(base_cache)
@@ -276,7 +303,7 @@ def main(only: str, helion: bool, out: str, reuse_file: str | None, summarise_fi
                 log(f"{family} {problem} {dtype}")
                 row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "model_data_hash": cm.meta["data"]["hash"],
                        **measure_problem(family, problem, dtype, hw, helion, bench, base_cache, scratch,
-                                         reusable.get(key))}
+                                         reusable.get(key), declared)}
                 sink.write(json.dumps(row, default=str) + "\n")
                 sink.flush()
                 print(json.dumps(row, default=str), flush=True)

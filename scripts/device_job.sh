@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench collect repeat smoke tune split. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench collect repeat smoke tune split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
@@ -28,6 +28,7 @@ for step in $steps; do
              || { echo "smoke tune failed"; exit 1; }; tail -c 400 $OUT/smoke.json ;;
     tune) timeout $(( ${DEADLINE:-580} - SECONDS )) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 \
             | grep -v '^{' | tail -60 ;;
+    sweep) timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | grep -v '^{' | tail -20 ;;
     split) timeout 240 python3 scripts/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000 ;;
     repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;
   esac

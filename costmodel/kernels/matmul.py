@@ -2,7 +2,7 @@
 
 Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
 plain pointers (``TMA``), the TMA store of C in two halves (``EPILOGUE_SUBTILE``: half the shared-memory staging,
-which can leave room for another pipeline stage), a persistent schedule over tiles beside one tile per program
+valid where that is what leaves room for the config's pipeline stages), a persistent schedule over tiles beside one tile per program
 (``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2 reuse, tile sizes,
 warps and pipeline stages.
 
@@ -227,8 +227,9 @@ class Matmul(KernelFamily):
         # TMA needs 16-byte aligned row strides
         if config["TMA"] and ((problem["K"] * e) % 16 or (problem["N"] * e) % 16):
             return False
-        # only a TMA store stages C in shared memory
-        if config["EPILOGUE_SUBTILE"] and not config["TMA"]:
+        # the store in halves only where staging the whole tile leaves no room for this many stages
+        if config["EPILOGUE_SUBTILE"] and (not config["TMA"] or self.smem_bytes(
+                dtype, dict(config, EPILOGUE_SUBTILE=0)) <= hw.smem_per_block):
             return False
         # a split tail belongs to the persistent schedule, and only where it splits something
         if config["SPLIT_TAIL"] and (not config["PERSISTENT"] or tail_split(problem, config, hw)[1] < 2):
