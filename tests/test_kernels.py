@@ -86,17 +86,18 @@ def test_problem_generator_is_valid_and_varied(name):
 
 def test_matmul_split_tail_matches_reference():
     """SPLIT_TAIL on a GPU of 7 SMs: 8 tiles are one whole wave and one tile split over K into parts (uneven: K
-    is 17 steps of 32), summed by the last part to arrive (1) or by the second kernel (2); with and without TMA,
-    the TMA store whole and in halves."""
+    is 17 steps of 32), summed by the last part to arrive (1) or by the second kernel (2); with and without TMA.
+    The GPU's 20 KiB of shared memory per block fit the TMA configs only with C stored in halves."""
     import dataclasses
 
     from costmodel.kernels.matmul import tail_split
 
-    fam, hw, problem = get_family("matmul"), dataclasses.replace(HW, sm_count=7), {"M": 128, "N": 256, "K": 520}
+    fam, hw = get_family("matmul"), dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
+    problem = {"M": 128, "N": 256, "K": 520}
     configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
                if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
     assert {(c["TMA"], c["SPLIT_TAIL"], c["EPILOGUE_SUBTILE"]) for c in configs} == {
-        (0, 1, 0), (0, 2, 0), (1, 1, 0), (1, 2, 0), (1, 1, 1), (1, 2, 1)}
+        (0, 1, 0), (0, 2, 0), (1, 1, 1), (1, 2, 1)}
     assert all(tail_split(problem, c, hw) == (1, 4) for c in configs)
     for config in configs:
         inputs = fam.make_inputs(problem, "float16", "cpu", seed=1)
@@ -113,6 +114,16 @@ def test_matmul_split_tail_only_where_it_splits():
     assert not fam.is_valid({"M": 5120, "N": 5120, "K": 5120}, "float16", dict(base, PERSISTENT=0), HW)
     assert not fam.is_valid({"M": 5120, "N": 5120, "K": 256}, "float16", base, HW)  # 4 K steps: no room for 2 parts
     assert not fam.is_valid({"M": 128 * 12, "N": 256 * 11, "K": 5120}, "float16", base, HW)  # 132 tiles: no tail
+
+
+def test_matmul_epilogue_subtile_only_where_the_whole_tile_does_not_fit():
+    fam, problem = get_family("matmul"), {"M": 5120, "N": 5120, "K": 5120}
+    # 128x256x64 tiles, 4 stages: 192 KiB of operands, plus 64 KiB to stage C whole or 32 KiB in halves (227 KiB)
+    base = dict(fam.default_config(problem, "float16", HW), TMA=1, PERSISTENT=1, num_stages=4)
+    assert not fam.is_valid(problem, "float16", base, HW)
+    assert fam.is_valid(problem, "float16", dict(base, EPILOGUE_SUBTILE=1), HW)
+    assert not fam.is_valid(problem, "float16", dict(base, EPILOGUE_SUBTILE=1, num_stages=3), HW)  # fits whole
+    assert not fam.is_valid(problem, "float16", dict(base, EPILOGUE_SUBTILE=1, TMA=0), HW)
 
 
 def test_bad_input_errors():
