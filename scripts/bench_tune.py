@@ -271,10 +271,10 @@ def summarise(rows: list[dict]) -> dict:
 @click.option("--helion", is_flag=True, help="also run Helion quick autotuning on two matmul shapes")
 @click.option("--out", default="bench_tune.jsonl", help="rows are appended here, one JSON line per problem")
 @click.option("--reuse", "reuse_file", default=None, help="rows whose sweeps (and triton.autotune) to reuse")
-@click.option("--reused-space", default="", help="for reused rows without sweep_space, the values their sweep "
-              "covered of knobs that gained values since: 'SPLIT_TAIL=0,1 ...'")
+@click.option("--reused-space", multiple=True, help="for reused rows without sweep_space, the values their sweep "
+              "covered of a knob that gained values since: SPLIT_TAIL=0,1 (repeat per knob)")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
-def main(only: str, helion: bool, out: str, reuse_file: str | None, reused_space: str,
+def main(only: str, helion: bool, out: str, reuse_file: str | None, reused_space: tuple[str, ...],
          summarise_files: tuple[str, ...]) -> None:
     if summarise_files:
         rows = [json.loads(line) for f in summarise_files for line in open(f) if line.strip()]
@@ -282,7 +282,7 @@ def main(only: str, helion: bool, out: str, reuse_file: str | None, reused_space
         return
     chosen = [PROBLEMS[int(i)] for i in only.split(",")] if only else PROBLEMS
     declared = {name: [int(v) for v in values.split(",")]
-                for name, values in (item.split("=") for item in reused_space.split())}
+                for name, values in (item.split("=") for item in reused_space)}
     with tempfile.TemporaryDirectory() as scratch, open(out, "a") as sink:
         base_cache = os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "base")
         os.makedirs(base_cache)
