@@ -29,7 +29,7 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 3
+FEATURE_SCHEMA_VERSION = 4
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
@@ -77,7 +77,9 @@ def _matmul(c: Cols, min_k_tiles_per_split: int) -> Cols:
     tiles = np.ceil(M / bm) * np.ceil(N / bn)
     threads = 32 * c["num_warps"]
     acc = bm * bn / threads
-    smem = c["num_stages"] * (bm * bk + bk * bn) * e + c["TMA"] * bm * bn * e / (1 + c["EPILOGUE_SUBTILE"])
+    subtile = c["EPILOGUE_SUBTILE"]
+    smem = (c["num_stages"] * (bm * bk + bk * bn) * e + c["TMA"] * bm * bn * e / (1 + subtile)
+            + subtile * (bm < 16 * c["num_warps"]) * bm * bn * 2)
     # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
     regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
     # SPLIT_TAIL: the last wave's tiles each split over K into this many parts (matmul.tail_split)

@@ -215,6 +215,10 @@ class Matmul(KernelFamily):
         e = DTYPE_BYTES[dtype]
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         epilogue = bm * bn * e // (1 + config["EPILOGUE_SUBTILE"]) if config["TMA"] else 0
+        if config["EPILOGUE_SUBTILE"] and bm < 16 * config["num_warps"]:
+            # warpgroups side by side along N: Triton splits the fp32 accumulator through shared memory (on sm_90,
+            # 64x256 tiles with 8 warps asked for 32 KiB more than the rest)
+            epilogue += bm * bn // 2 * 4
         return config["num_stages"] * (bm * bk + bk * bn) * e + epilogue
 
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
