@@ -2,9 +2,9 @@
 
 Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
 plain pointers (``TMA``), the TMA store of C in two halves (``EPILOGUE_SUBTILE``: half the shared-memory staging,
-valid where that is what leaves room for the config's pipeline stages), a persistent schedule over tiles beside one tile per program
-(``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2 reuse, tile sizes,
-warps and pipeline stages.
+valid where that is what leaves room for the config's pipeline stages), a persistent schedule over tiles beside
+one tile per program (``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2
+reuse, tile sizes, warps and pipeline stages.
 
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
