@@ -106,6 +106,15 @@ def process_context():
     return ctx
 
 
+def start_process_server() -> None:
+    """Start the forkserver now, without waiting for it: its imports then run while the caller does its own
+    start-up (torch, the CUDA context, the model), and the benchmarker's first processes fork at once."""
+    from multiprocessing import forkserver
+
+    process_context()
+    forkserver.ensure_running()
+
+
 def _adopt_environment(env: dict[str, str]) -> None:
     os.environ.clear()
     os.environ.update(env)

@@ -354,6 +354,10 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
         raise CostModelError("-k must be at least 1")
     if predict_only and (exhaustive or record):
         raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
+    if not predict_only:
+        from costmodel.benchmark import start_process_server
+
+        start_process_server()
     hw, cm = _tune_hardware(gpu, predict_only, model_ref)
     if predict_only:
         from tuner.tune import predict
