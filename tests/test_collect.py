@@ -168,3 +168,21 @@ def test_configs_recorded_before_a_knob_existed_read_with_its_absent_value(tmp_p
     sm = dataset.read(tmp_path, filter=pc.field("kernel") == "softmax")
     assert sm["config_json"].to_pylist() == raw_other["config_json"].to_pylist()
     assert all(sm[f"cfg_{k}"].null_count == sm.num_rows for k in added)
+
+
+def _parent_pid() -> int:
+    return os.getppid()
+
+
+def test_a_process_server_started_ahead_is_the_one_the_benchmarker_forks_from():
+    """What `costmodel tune` relies on to overlap the server's imports with its own start-up."""
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import forkserver
+
+    from costmodel.benchmark import process_context, start_process_server
+
+    start_process_server()
+    server = forkserver._forkserver._forkserver_pid
+    assert server is not None and server != os.getpid()
+    with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
+        assert pool.submit(_parent_pid).result() == server
