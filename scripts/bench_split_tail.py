@@ -1,6 +1,8 @@
-"""H200: what the matmul's SPLIT_TAIL knob buys. For each problem, every valid SPLIT_TAIL config and its twin without
-the split (same tiles, TMA, warps and stages) timed by the collector's benchmarker; the twin / split latency
-ratios, the best of each set, and each best against torch.matmul with bench_tune's alternating do_bench.
+"""H200: what the matmul's SPLIT_TAIL=1 buys (session 4, before the second reduction kernel, SPLIT_TAIL=2, existed;
+scripts/sweep_problem.py compares every value of every knob). For each problem, every valid SPLIT_TAIL=1 config and
+its twin without the split (same tiles, TMA, warps and stages) timed by the collector's benchmarker; the twin /
+split latency ratios, the best of each set, and each best against torch.matmul with bench_tune's alternating
+do_bench.
 
     PYTHONPATH=. python3 scripts/bench_split_tail.py --out split_tail.json [--problem M=5120,N=5120,K=5120:float16 ...]
 """
@@ -12,9 +14,9 @@ import json
 import click
 import numpy as np
 
-from bench_tune import against_torch
+from bench_tune import against_torch, time_all
 from costmodel import hardware, space
-from costmodel.benchmark import IsolatedBenchmarker, compile_ahead
+from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family
 
 DEFAULT_PROBLEMS = ("M=5120,N=5120,K=5120:float16", "M=5120,N=5120,K=5120:bfloat16")
@@ -27,10 +29,10 @@ def parse(spec: str) -> tuple[dict, str]:
 
 def twins(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
     fam = get_family("matmul")
-    split = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if c["SPLIT_TAIL"]]
+    split = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if c["SPLIT_TAIL"] == 1
+             and not c["EPILOGUE_SUBTILE"]]  # session 4's space
     plain = [dict(c, SPLIT_TAIL=0) for c in split]
-    compile_ahead(bench, "matmul", problem, dtype, split + plain, poll_s=0.05)
-    ms = bench.measure("matmul", problem, dtype, split + plain)
+    ms = time_all("matmul", problem, dtype, split + plain, bench, "split-tail configs and their twins")
     s, p = ms[: len(split)], ms[len(split):]
     pairs = [(a.latency_ms, b.latency_ms) for a, b in zip(s, p) if a.ok and b.ok]
     ratio = np.array([b / a for a, b in pairs])  # > 1: the split is faster

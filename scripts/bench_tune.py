@@ -34,8 +34,8 @@ import click
 import numpy as np
 
 from costmodel import dataset, hardware, model, space
-from costmodel.evaluation import expected_best_of_random_k
-from costmodel.benchmark import IsolatedBenchmarker, compile_ahead
+from costmodel.evaluation import expected_best_of_random_k, geomean
+from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead
 from costmodel.kernels import get_family
 from tuner.decorator import to_triton
 
@@ -157,19 +157,24 @@ REUSED_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_au
 
 
 def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
-             what: str) -> list[float]:
-    """The ok latencies of ``configs``, all compiled before the first is timed; logged as ``what``."""
+             what: str) -> list[Measurement]:
+    """The measurements of ``configs``, all compiled before the first is timed; logged as ``what``."""
     compile_wait_s = compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
     t_compiled = time.perf_counter()
-    oks = [m.latency_ms for m in bench.measure(family, problem, dtype, configs) if m.ok]
+    ms = bench.measure(family, problem, dtype, configs)
+    oks = [m.latency_ms for m in ms if m.ok]
     log(f"swept {len(configs)} {what}, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
         f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks, default=0):.4f} ms")
-    return oks
+    return ms
+
+
+def ok_latencies(ms: list[Measurement]) -> list[float]:
+    return [m.latency_ms for m in ms if m.ok]
 
 
 def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
-    oks = time_all(family, problem, dtype, space.enumerate_valid(get_family(family), problem, dtype, hw), bench,
-                   "configs")
+    oks = ok_latencies(time_all(family, problem, dtype, space.enumerate_valid(get_family(family), problem, dtype, hw),
+                                bench, "configs"))
     out = {"exhaustive_ok": len(oks), "exhaustive_best_ms": min(oks), "random8_ms": random8_ms(oks)}
     if family == "matmul" and problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
         out["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
@@ -207,7 +212,7 @@ def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: Isolate
         return {}
     added = {name: [v for v in values if v not in cover[name]] for name, values in swept_space(family).items()}
     added = {name: values for name, values in added.items() if values}
-    oks = time_all(family, problem, dtype, configs, bench, f"configs with {added}")
+    oks = ok_latencies(time_all(family, problem, dtype, configs, bench, f"configs with {added}"))
     out = {"sweep_added": {"values": added, "configs": len(configs), "ok": len(oks), "best_ms": min(oks, default=None)}}
     if oks:
         out.update(exhaustive_ok=reused["exhaustive_ok"] + len(oks),
@@ -244,17 +249,17 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, be
 
 
 def summarise(rows: list[dict]) -> dict:
-    def geomean(key: str) -> float:
-        return float(np.exp(np.mean(np.log([r[key] for r in rows if r.get(key)]))))
+    def mean_of(key: str) -> float:
+        return float(geomean(np.array([r[key] for r in rows if r.get(key)])))
 
     scores = np.array([r["tune_score"] for r in rows])
     commands = [r["tune_command_s"] for r in rows if "tune_command_s" in r]
     return {"problems": len(rows), "median_tune_wall_s": statistics.median(r["tune_wall_s"] for r in rows),
             "max_tune_wall_s": max(r["tune_wall_s"] for r in rows),
             "median_tune_command_s": statistics.median(commands) if commands else None,
-            "geomean_tune_score": geomean("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
-            "min_tune_score": float(scores.min()), "geomean_random8_score": geomean("random8_score"),
-            "geomean_default_score": geomean("default_score"),
+            "geomean_tune_score": mean_of("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
+            "min_tune_score": float(scores.min()), "geomean_random8_score": mean_of("random8_score"),
+            "geomean_default_score": mean_of("default_score"),
             "matmul_vs_torch": {f"{r['problem']['M']}x{r['problem']['N']}x{r['problem']['K']} {r['dtype']}":
                                 round(r["tune_vs_torch"], 3) for r in rows if "tune_vs_torch" in r},
             "race": [{"problem": r["problem"], "dtype": r["dtype"],

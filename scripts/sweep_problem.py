@@ -14,9 +14,9 @@ import time
 import click
 import numpy as np
 
-from bench_tune import against_torch, log
+from bench_tune import against_torch, time_all
 from costmodel import dataset, hardware, space
-from costmodel.benchmark import IsolatedBenchmarker, compile_ahead
+from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family
 
 DEFAULT_PROBLEMS = ("matmul:M=5120,N=5120,K=5120:float16", "matmul:M=5120,N=5120,K=5120:bfloat16")
@@ -30,15 +30,14 @@ def parse(spec: str) -> tuple[str, dict, str]:
 def knob_effects(family: str, timed: dict[str, float]) -> dict:
     """Per knob: the best latency at each value, and per pair of values (a, b) over twin configs the median of
     ms(b) / ms(a) and the share where a is faster."""
+    configs = [(json.loads(c), ms) for c, ms in timed.items()]
     out = {}
     for knob in get_family(family).knobs:
-        best = {v: min((ms for c, ms in timed.items() if json.loads(c)[knob.name] == v), default=None)
-                for v in knob.values}
+        best = {v: min((ms for cfg, ms in configs if cfg[knob.name] == v), default=None) for v in knob.values}
         twins = {}
         for a, b in itertools.combinations(knob.values, 2):
             ratios = []
-            for c, ms in timed.items():
-                cfg = json.loads(c)
+            for cfg, ms in configs:
                 if cfg[knob.name] == a:
                     twin = timed.get(dataset.canonical_json({**cfg, knob.name: b}))
                     if twin is not None:
@@ -52,10 +51,7 @@ def knob_effects(family: str, timed: dict[str, float]) -> dict:
 
 def sweep_problem(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, vs_torch: int) -> dict:
     configs = space.enumerate_valid(get_family(family), problem, dtype, hw)
-    t0 = time.perf_counter()
-    compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
-    ms = bench.measure(family, problem, dtype, configs)
-    log(f"{family} {problem} {dtype}: {len(configs)} configs in {time.perf_counter() - t0:.0f} s")
+    ms = time_all(family, problem, dtype, configs, bench, f"configs of {family} {problem} {dtype}")
     timed = {dataset.canonical_json(m.config): m.latency_ms for m in ms if m.ok}
     fastest = sorted(timed, key=timed.get)[:vs_torch]
     row = {"family": family, "problem": problem, "dtype": dtype, "configs": len(configs), "ok": len(timed),

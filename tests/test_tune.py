@@ -11,7 +11,7 @@ import pytest
 from costmodel import dataset, model
 from costmodel.benchmark import ReplayBenchmarker
 from costmodel.errors import CostModelError
-from costmodel.evaluation import expected_best_of_random_k
+from costmodel.evaluation import expected_best_of_random_k, geomean
 from costmodel.hardware import KNOWN
 from tuner.cache import ResultCache
 from tuner.tune import rank_candidates, record, tune
@@ -54,9 +54,9 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
         # random picks among the configs that ran (a failed pick would only make random-8 worse)
         lat = np.sort([m.latency_ms for m in bench.measure(family, problem, dtype, cands) if m.ok])
         random8.append(best / float(expected_best_of_random_k(lat, np.array([8]))[0]))
-    geo = float(np.exp(np.mean(np.log(ratios))))
+    geo = float(geomean(np.array(ratios)))
     assert len(ratios) >= 40
-    assert geo > float(np.exp(np.mean(np.log(random8)))) + 0.05, "no better than benchmarking 8 random configs"
+    assert geo > float(geomean(np.array(random8))) + 0.05, "no better than benchmarking 8 random configs"
     print(f"replay tune k=8 on {len(ratios)} held-out groups: geomean {geo:.4f}, p10 {np.quantile(ratios, 0.1):.4f}")
     assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
 
