@@ -1,6 +1,6 @@
 """A real device fault in the collector: a config whose kernel stores to an address no process maps faults on the
-GPU (illegal memory access, which poisons the CUDA context); the timing worker reports it, is restarted, and the
-run goes on measuring the configs and groups after it."""
+GPU (illegal memory access, which poisons the CUDA context); the timing worker reports it and is restarted, and the
+run goes on: the configs after it in its group (timed by the new worker) and the other group measure ok."""
 
 import json
 
