@@ -84,9 +84,9 @@ def kernels(as_json: bool) -> None:
 
 def _describe_plan(plan: list, gpu: str) -> None:
     sweeps = [g for g in plan if g.exhaustive]
-    err_console.print(f"plan: {len(plan)} groups, {sum(len(g.configs) for g in plan)} configs, of which "
-                      f"{len(sweeps)} groups ({sum(len(g.configs) for g in sweeps)} configs) over the whole valid "
-                      f"space; recorded as gpu={gpu}")
+    err_console.print(f"plan: {len(plan)} groups, {sum(len(g.configs) for g in plan)} configs; over the whole "
+                      f"valid space: {len(sweeps)} groups, {sum(len(g.configs) for g in sweeps)} configs; recorded "
+                      f"as gpu={gpu}")
 
 
 @main.command()

@@ -93,9 +93,9 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
         raise CostModelError(f"no dataset directory at {root}")
     interp = hardware.INTERPRETER
     gpus = sorted(p.name.removeprefix("gpu=") for p in root.glob("gpu=*") if p.is_dir())
-    gpus = [g for g in gpus if g != interp.gpu]
-    if gpu == interp.gpu:
+    if gpu == interp.gpu or (gpu is None and gpus == [interp.gpu]):
         raise CostModelError(f"gpu={interp.gpu} holds TRITON_INTERPRET=1 timings of the CPU: no model trains on them")
+    gpus = [g for g in gpus if g != interp.gpu]
     if gpu is None:
         if len(gpus) != 1:
             raise CostModelError(f"{root} holds data of {len(gpus)} GPUs ({', '.join(gpus) or 'none'}): pass --gpu")
