@@ -17,10 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-import pyarrow.parquet as pq
 
 from costmodel import dataset, hardware
 from costmodel.benchmark import STATUSES, Benchmarker, IsolatedBenchmarker, Measurement, interpreting
@@ -239,7 +238,7 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
         try:
             writer.flush()  # after an error too: the groups measured before it are published
         finally:
-            # the manifest counts what the shards hold: a group measured but lost with a failed flush is not in
+            # the manifest counts what the shards hold (the groups of a failed flush are not in them)
             groups, counts = published(writer.shards)
             summary = run_summary(run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed,
                                   counts=counts, groups_measured=groups, wall_s=time.perf_counter() - t0,
