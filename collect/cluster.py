@@ -126,11 +126,11 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _worker_hardware(interpret: bool) -> dict:
-    """The hardware record of this worker's GPU (under the interpreter: the known H200, as the CLI uses)."""
+    """The hardware record of this worker's GPU (under the interpreter: ``hardware.INTERPRETER``, as the CLI's)."""
     if interpreting() != interpret:
         raise CostModelError(f"the client {'runs' if interpret else 'does not run'} under TRITON_INTERPRET=1 but "
                              f"Dask worker pid {os.getpid()} {'does not' if interpret else 'does'}: set it alike")
-    return (hardware.KNOWN["nvidia-h200"] if interpret else hardware.current()).as_dict()
+    return (hardware.INTERPRETER if interpret else hardware.current()).as_dict()
 
 
 def _benchmarker(hw: HardwareRecord, device: str, opts: dict) -> IsolatedBenchmarker:
@@ -253,6 +253,7 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
     from distributed import as_completed
 
     interpret = interpreting()
+    runner.check_hardware(hw, interpret)
     store = Store(out)
     items = runner.plan_work(plan, hw, store.measured_pairs if resume else None)
     opts = {"timeout_s": timeout_s, "seed": seed}
@@ -288,8 +289,8 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
                     break
         if failed and state == "complete":
             state = "incomplete"
-    except KeyboardInterrupt:
-        state = "interrupted"
+    except BaseException as e:
+        state = runner.ended_by(e)
         dask_client.cancel(futures)
         raise
     finally:

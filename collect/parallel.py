@@ -444,6 +444,7 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
     out = Path(out)
     items = runner.plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
     device = "cpu" if all(g is None for g in gpus) else "cuda"
+    runner.check_hardware(hw, device == "cpu")
     t0 = time.time()
     deadline = t0 + time_budget_s if time_budget_s is not None else None
     opts = WorkerOptions(device, timeout_s, seed, compile_workers or hardware.compile_workers(hardware.usable_cores(), len(gpus)), flush_rows,
@@ -453,11 +454,10 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
         c = _Collector(items, out, run_id, hw, gpus, opts, lookahead, view)
         try:
             state = c.run()
-        except KeyboardInterrupt:
-            state = "interrupted"
-            raise
-        except CostModelError:
-            state = "failed"
+            if c.failed and state == "complete":  # groups given up: the run did not measure the whole plan
+                state = "incomplete"
+        except BaseException as e:
+            state = runner.ended_by(e)
             raise
         finally:
             c.stop()
