@@ -12,7 +12,8 @@ steps=$1
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
 BUDGET=${BUDGET:-120}
-KILL_AFTER=${KILL_AFTER:-50}
+KILL_BUDGET=${KILL_BUDGET:-80}  # the fault runs' --time-budget
+KILL_AFTER=${KILL_AFTER:-40}
 PLAN=${PLAN:---kernel all --groups 600 --configs-per-group 100 --exhaustive-share 0 --seed 13}
 runs=/tmp/runs; mkdir -p $runs
 status=0
@@ -40,7 +41,7 @@ for step in $steps; do
     gpus2) fresh gpus2; collect gpus2 --gpus 2 || status=1 ;;
     gpus2kill)
       fresh gpus2kill
-      collect gpus2kill --gpus 2 & pid=$!
+      BUDGET=$KILL_BUDGET collect gpus2kill --gpus 2 & pid=$!
       sleep 1; parent=$(pgrep -f -n "costmodel collect --out $runs/gpus2kill")
       python3 scripts/kill_worker.py --parent "$parent" --gpu 1 --after $KILL_AFTER | tee -a $runs/kills.jsonl
       wait $pid || status=1 ;;
@@ -52,7 +53,8 @@ for step in $steps; do
         python3 scripts/kill_worker.py --parent "$(cat /tmp/dask-$step/worker-gpu1.pid)" --gpu 1 \
           --after $KILL_AFTER | tee -a $runs/kills.jsonl &
       fi
-      collect $step --dask "$address" || status=1
+      if [ $step = daskkill ]; then BUDGET=$KILL_BUDGET collect $step --dask "$address" || status=1
+      else collect $step --dask "$address" || status=1; fi
       wait
       if [ $step = dask ] && [[ " $steps " == *" train "* ]]; then
         python3 scripts/compare_dask_training.py --dask "$address" --out $runs/train.json 2>&1 | tail -30 || status=1
