@@ -238,6 +238,7 @@ class _Slot:
     unmeasured: set[int] = field(default_factory=set)  # handed out, not yet measured
     measuring: int | None = None
     stopping: bool = False
+    done_at: float | None = None  # when it had been told to stop and had published all it held
     deaths: int = 0
     retired: bool = False
     pids: list[int] = field(default_factory=list)
@@ -294,7 +295,7 @@ class _Collector:
                 else:
                     os.environ["CUDA_VISIBLE_DEVICES"] = saved
         child.close()
-        s.proc, s.conn, s.stopping, s.measuring = proc, parent, False, None
+        s.proc, s.conn, s.stopping, s.measuring, s.done_at = proc, parent, False, None, None
         s.pids.append(proc.pid)
 
     def feed(self, s: _Slot, budget_over: bool) -> None:
@@ -358,6 +359,8 @@ class _Collector:
         s.proc.join()
         _kill_group(s.proc.pid)
         code, finished = s.proc.exitcode, s.stopping and not s.held
+        if finished and s.done_at is not None:  # killed after STOP_GRACE_S for not exiting: nothing was lost
+            code = 0
         s.proc = s.conn = None
         if finished and code == 0:
             return
@@ -407,6 +410,10 @@ class _Collector:
             for s in live:
                 if s.conn in ready:
                     self.drain(s)
+                if s.stopping and not s.held and s.done_at is None:
+                    s.done_at = time.monotonic()
+                if s.done_at is not None and time.monotonic() - s.done_at > STOP_GRACE_S and s.proc.is_alive():
+                    _kill_group(s.proc.pid)  # it published and reported everything, then did not exit
                 if s.proc.sentinel in ready or not s.proc.is_alive():
                     self.exited(s)
 

@@ -224,8 +224,16 @@ class CompilePool:
             return None
 
     def close(self) -> None:
+        """Stop the compile processes now. They only warm Triton's on-disk cache, whose files are written whole and
+        renamed into place, so stopping one mid-compile loses nothing. Left to the executor's own shutdown, they
+        outlived a `collect --gpus` worker on the H200 host: at its exit the worker waited on them for good
+        (its 30 processes blocked on the pool's queue lock after shutdown), and so did the run."""
         if self._pool is not None:
+            procs = list((getattr(self._pool, "_processes", None) or {}).values())  # the executor's own list
             self._pool.shutdown(wait=False, cancel_futures=True)
+            for p in procs:
+                if p.is_alive():
+                    p.terminate()
             self._pool = None
 
 
