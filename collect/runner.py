@@ -42,6 +42,8 @@ class WorkItem:
     todo: list[Config]
     # set when a worker died holding this group: pairs it may have published meanwhile are skipped
     recheck: bool = False
+    # the kernel hash ``gid`` is made of (an older one of today's kernel when its group goes on); None: the family's
+    kernel_hash: str | None = None
 
     def describe(self) -> str:
         g = self.group
@@ -64,15 +66,16 @@ def times_interpreter(bench: Benchmarker) -> bool:
 def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
               measured_pairs: Callable[[list[str]], set] | None = None) -> list[WorkItem]:
     """The groups of ``plan`` with something left to measure; with ``measured_pairs`` (resume) the (group id,
-    config json) pairs it returns are left out."""
-    hashes = {f: get_family(f).source_hash for f in {g.family for g in plan}}
-    gids = [dataset.group_id(hw.gpu, g.family, hashes[g.family], g.problem, g.dtype) for g in plan]
-    done = measured_pairs(gids) if measured_pairs is not None else set()
+    config json) pairs it returns are left out, and a group recorded under an older hash of today's kernel
+    (``dataset.resolve_group``) goes on under its id."""
+    cands = [dataset.group_candidates(hw.gpu, g.family, g.problem, g.dtype) for g in plan]
+    done = measured_pairs([gid for c in cands for gid, _ in c]) if measured_pairs is not None else set()
     items = []
-    for i, (g, gid) in enumerate(zip(plan, gids)):
-        todo = [c for c in g.configs if (gid, dataset.canonical_json(c)) not in done]
+    for i, (g, c) in enumerate(zip(plan, cands)):
+        gid, kernel_hash, measured = dataset.resolve_group(c, done)
+        todo = [cfg for cfg in g.configs if dataset.canonical_json(cfg) not in measured]
         if todo:
-            items.append(WorkItem(i, g, gid, todo))
+            items.append(WorkItem(i, g, gid, todo, kernel_hash=kernel_hash))
     return items
 
 
@@ -121,8 +124,9 @@ class GroupRecorder:
         ms = self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
         for m in ms:
             self.counts[m.status] += 1
-        rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family, get_family(g.family).source_hash,
-                                        item.gid, g.exhaustive, g.problem, g.dtype, ms)
+        rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family,
+                                        item.kernel_hash or get_family(g.family).kernel_hash, item.gid, g.exhaustive,
+                                        g.problem, g.dtype, ms)
         return ms, rows
 
 

@@ -74,7 +74,7 @@ def kernels(as_json: bool) -> None:
                      "knobs": {k.name: list(k.values) for k in fam.knobs}, "space_size": sum(1 for _ in fam.all_configs()),
                      "sample_problem": problem, "sample_dtype": dtype,
                      "valid_configs": len(space.enumerate_valid(fam, problem, dtype, hw)),
-                     "default_config": fam.default_config(problem, dtype, hw), "source_hash": fam.source_hash})
+                     "default_config": fam.default_config(problem, dtype, hw), "kernel_hash": fam.kernel_hash})
     table = Table("family", "dims", "knobs", "valid / space", "sample problem", title=f"kernel families ({hw.gpu})")
     for r in rows:
         table.add_row(r["family"], ",".join(r["dims"]), ", ".join(r["knobs"]),
@@ -98,7 +98,9 @@ def _describe_plan(plan: list, gpu: str) -> None:
 @click.option("--dtype", "dtypes", default=None, help="dtypes, comma-separated (default: each family's)")
 @click.option("--out", default="data", show_default=True, type=click.Path())
 @click.option("--seed", default=0, show_default=True)
-@click.option("--resume", is_flag=True, help="skip (group, config) pairs already in --out")
+@click.option("--resume/--remeasure", default=True, show_default=True,
+              help="skip (group, config) pairs already in --out; --remeasure measures them again (readers keep each "
+                   "pair's first measurement)")
 @click.option("--where", "bounds", multiple=True, metavar="DIM<=VALUE",
               help="only problems within this bound (repeatable; <, <=, ==, >=, >), e.g. --where 'M<=128'")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
@@ -167,6 +169,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
                 summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed,
                                    console=err_console, time_budget_s=time_budget)
     summary.pop("plan")
+    if summary.get("skipped_already_measured"):
+        err_console.print(f"skipped {summary['skipped_already_measured']} pairs already in {out} (--remeasure "
+                          "measures them again)")
     table = Table("run", "groups", "measured", "ok", "failed", "ok/s", "wall s")
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),
                   str(summary["measured"] - summary["counts"]["ok"]), str(summary["ok_per_s"]), str(summary["wall_s"]))

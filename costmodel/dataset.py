@@ -2,7 +2,10 @@
 
 Layout: ``<root>/gpu=<slug>/kernel=<family>/part-<run>-<uuid>.parquet`` (hive partitions; ``gpu`` and
 ``kernel`` live in the path only). One row = one (group, config) measurement; a group = (gpu, kernel, kernel
-source hash, problem, dtype), the unit the model ranks within. Shards are written to a dot-prefixed temp name,
+hash, problem, dtype), the unit the model ranks within. The kernel hash (column ``source_hash``) is what compiles
+(``KernelFamily.kernel_hash``); rows recorded before it carry their module text's hash, and a group of today's
+kernel recorded under one goes on under its id (``resolve_group``). Every measurement stays on disk; a reader
+takes one row per (group, config): its first measurement. Shards are written to a dot-prefixed temp name,
 fsynced and renamed, so readers (which skip dot files) never see half a shard; files are never appended to.
 """
 
@@ -16,6 +19,7 @@ import uuid
 from dataclasses import asdict
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -173,18 +177,48 @@ def dataset(root: str | Path) -> ds.Dataset:
     return d
 
 
-def read(root: str | Path, columns: list[str] | None = None, filter=None) -> pa.Table:
+def read(root: str | Path, columns: list[str] | None = None, filter=None, every_measurement: bool = False) -> pa.Table:
     """Read rows (optionally only ``columns``, filtered by a pyarrow expression). Partition filters on gpu
     and kernel prune whole folders. Configs recorded before a knob was added read with the knob's ``absent``
-    value, in its column and in ``config_json``, so every row speaks the families' current knobs."""
+    value, in its column and in ``config_json``, so every row speaks the families' current knobs.
+
+    Each (group_id, config_json) pair reads once: its first measurement (earliest ``ts``, then run id, then
+    shard path), whatever later runs measured again (``every_measurement`` returns them all). The choice is
+    made among the rows ``filter`` leaves, so filter on group-level columns (gpu, kernel, group_id, dtype)
+    for the same choice as an unfiltered read."""
     d = dataset(root)
-    wanted = columns if columns is None or "kernel" in columns else [*columns, "kernel"]
+    cols = list(SCHEMA.names) if columns is None else list(columns)
+    need = ["kernel"] if every_measurement else ["kernel", "group_id", "config_json", *_FIRST_BY]
     try:
-        table = d.to_table(columns=wanted, filter=filter)
+        table = d.to_table(columns=cols + [c for c in need if c not in cols], filter=filter)
     except (pa.ArrowInvalid, OSError) as e:
         raise CostModelError(f"cannot read dataset at {root}: {e}") from None
     table = with_absent_knobs(table)
-    return table if wanted is columns else table.drop_columns(["kernel"])
+    if not every_measurement:
+        table = first_measurements(table)
+    return table.select(cols)
+
+
+# which measurement of a pair counts: the first; adding shards never changes a pair already read, and a group
+# measured over the whole space keeps that sweep's readings
+_FIRST_BY = ("ts", "run_id", "__filename")
+
+
+def first_measurements(table: pa.Table) -> pa.Table:
+    """``table`` with one row per (group_id, config_json), the earliest by ``_FIRST_BY``; rows keep their order."""
+    n = table.num_rows
+    if n < 2:
+        return table
+    keys = [("group_id", "ascending"), ("config_json", "ascending"), *((c, "ascending") for c in _FIRST_BY)]
+    order = pc.sort_indices(table.select([k for k, _ in keys]), sort_keys=keys)
+    g, c = (table[k].take(order).combine_chunks() for k in ("group_id", "config_json"))
+    same = pc.and_(pc.equal(g.slice(1), g.slice(0, n - 1)), pc.equal(c.slice(1), c.slice(0, n - 1)))
+    repeat = np.r_[False, np.asarray(pc.fill_null(same, False))]
+    if not repeat.any():
+        return table
+    keep = np.ones(n, bool)
+    keep[order.to_numpy()[repeat]] = False
+    return table.filter(pa.array(keep))
 
 
 def with_absent_knobs(table: pa.Table) -> pa.Table:
@@ -230,5 +264,25 @@ def measured_pairs(root: str | Path, group_ids: list[str]) -> set[tuple[str, str
     """(group_id, config_json) already recorded under ``root`` for these groups (what --resume skips)."""
     if not Path(root).exists() or not group_ids:
         return set()
-    t = read(root, ["group_id", "config_json"], ds.field("group_id").isin(group_ids))
+    t = read(root, ["group_id", "config_json"], ds.field("group_id").isin(group_ids), every_measurement=True)
     return set(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))
+
+
+def group_candidates(gpu: str, family: str, problem: dict, dtype: str) -> list[tuple[str, str]]:
+    """(group id, kernel hash) of each identity a group of today's ``family`` kernel may be recorded under:
+    the one a new group gets first, then those of rows recorded under the module-text hashes of the same
+    kernel (``KernelFamily.group_hashes``)."""
+    from costmodel.kernels import get_family
+
+    return [(group_id(gpu, family, h, problem, dtype), h) for h in get_family(family).group_hashes]
+
+
+def resolve_group(candidates: list[tuple[str, str]], measured: set[tuple[str, str]]) -> tuple[str, str, set[str]]:
+    """(group id, kernel hash) to record a group under: the first of ``candidates`` with pairs in
+    ``measured`` (so a group recorded under an older hash of the same kernel goes on under its id), else the
+    first; and the config_json of every pair measured under any of them."""
+    ids = {gid for gid, _ in candidates}
+    configs = {c for gid, c in measured if gid in ids}
+    with_rows = {gid for gid, _ in measured if gid in ids}
+    gid, khash = next((c for c in candidates if c[0] in with_rows), candidates[0])
+    return gid, khash, configs

@@ -1,4 +1,5 @@
-"""On-disk tuning results, keyed by (GPU, kernel source hash, problem, dtype, triton version).
+"""On-disk tuning results, keyed by (GPU, kernel hash, problem, dtype, triton version). The kernel hash is what
+compiles (``KernelFamily.kernel_hash``), so a docstring or comment edit in a kernel module keeps the entries.
 
 One small JSON file per key, published by atomic rename: any number of processes may read and write at once;
 a reader sees a whole entry or none, and concurrent writers of one key leave one of their whole entries."""
@@ -23,8 +24,8 @@ class ResultCache:
         self.root = Path(root) if root else default_dir()
 
     @staticmethod
-    def key(gpu: str, source_hash: str, family: str, problem: dict, dtype: str, triton_version: str) -> str:
-        text = canonical_json({"gpu": gpu, "source": source_hash, "family": family, "problem": problem,
+    def key(gpu: str, kernel_hash: str, family: str, problem: dict, dtype: str, triton_version: str) -> str:
+        text = canonical_json({"gpu": gpu, "source": kernel_hash, "family": family, "problem": problem,
                                "dtype": dtype, "triton": triton_version})
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 

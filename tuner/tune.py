@@ -79,7 +79,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     fam = get_family(family)
     problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
     hw = hw or hardware.current()
-    key = ResultCache.key(hw.gpu, fam.source_hash, family, problem, dtype, triton.__version__)
+    key = ResultCache.key(hw.gpu, fam.kernel_hash, family, problem, dtype, triton.__version__)
     if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
     cost_model = cost_model or model.load_shipped(hw.gpu)
@@ -140,15 +140,14 @@ def record(result: TuneResult, root, hw: HardwareRecord, run_id: str) -> int:
     from costmodel import dataset
     from costmodel.hardware import software_versions
 
-    fam = get_family(result.kernel)
     first: dict[str, Measurement] = {}
     for m in result.measurements:
         first.setdefault(dataset.canonical_json(m.config), m)
-    gid = dataset.group_id(hw.gpu, result.kernel, fam.source_hash, result.problem, result.dtype)
-    done = dataset.measured_pairs(root, [gid])
-    fresh = [m for key, m in first.items() if (gid, key) not in done]
+    cands = dataset.group_candidates(hw.gpu, result.kernel, result.problem, result.dtype)
+    gid, kernel_hash, done = dataset.resolve_group(cands, dataset.measured_pairs(root, [g for g, _ in cands]))
+    fresh = [m for key, m in first.items() if key not in done]
     if fresh:
-        rows = dataset.measurement_rows(hw, software_versions(), run_id, result.kernel, fam.source_hash, gid,
+        rows = dataset.measurement_rows(hw, software_versions(), run_id, result.kernel, kernel_hash, gid,
                                         result.exhaustive_best_ms is not None, result.problem, result.dtype, fresh)
         dataset.write_shard(root, hw.gpu, result.kernel, run_id, rows)
     return len(fresh)

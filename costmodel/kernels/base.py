@@ -6,9 +6,14 @@ knob values. ``num_warps`` and ``num_stages`` are knobs like any other: launcher
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import inspect
+import io
 import itertools
+import json
+import textwrap
+import tokenize
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from functools import cached_property
@@ -160,8 +165,103 @@ class KernelFamily(ABC):
         """Each input read once, each output written once."""
 
     # --- identity -------------------------------------------------------------------------------------
+    # Module-text hashes under which rows of the kernel that today's code compiles were recorded, keyed by that
+    # kernel's ``kernel_hash`` (so a later kernel edit drops them by itself): groups were keyed by the whole
+    # module's text until the kernel hash replaced it, so a docstring edit made a new hash for the same kernel.
+    recorded_as: ClassVar[dict[str, tuple[str, ...]]] = {}
+    # bump when a change outside the jit functions and knobs alters what a config runs (the launcher's grid or
+    # runtime arguments): the kernel hash sees only what Triton compiles
+    revision: ClassVar[int] = 0
+
+    @cached_property
+    def kernel_hash(self) -> str:
+        """What compiles: each jit function the family's modules hold (normalised source: no comments or
+        docstrings, layout-free), the jit functions and global values they reference, the knob declarations and
+        ``revision``. Docstring, comment and Python-side edits keep it; a kernel or knob edit changes it. The
+        same under TRITON_INTERPRET=1 (where kernels are InterpretedFunction) as on a GPU."""
+        kernels = sorted(_jit_keys(_family_jit_functions(type(self))))
+        knobs = [[k.name, list(k.values), k.absent] for k in self.knobs]
+        text = json.dumps({"kernels": kernels, "knobs": knobs, "revision": self.revision}, sort_keys=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     @cached_property
     def source_hash(self) -> str:
-        """Hash of the family's module source: a kernel edit makes a new group, never mixes old data in."""
-        src = inspect.getsource(inspect.getmodule(type(self)))
+        """The text of the family's modules (its class's and its bases'): the hash groups were keyed by before
+        ``kernel_hash``; rows recorded under the current text's hash ran today's kernel."""
+        src = "".join(inspect.getsource(m) for m in _family_modules(type(self)))
         return hashlib.sha256(src.encode()).hexdigest()[:16]
+
+    @property
+    def group_hashes(self) -> tuple[str, ...]:
+        """The kernel hashes a group of today's kernel may be recorded under: ``kernel_hash`` (what new groups
+        get) first, then the module-text hashes of the same kernel (``recorded_as``, and the current text's)."""
+        legacy = (*self.recorded_as.get(self.kernel_hash, ()), self.source_hash)
+        return tuple(dict.fromkeys((self.kernel_hash, *legacy)))
+
+
+def _family_modules(cls: type) -> list:
+    """The modules of ``cls`` and of its KernelFamily bases (a skeleton such as rowwise.py), in MRO order."""
+    mods = [inspect.getmodule(c) for c in cls.__mro__ if issubclass(c, KernelFamily) and c is not KernelFamily]
+    return list(dict.fromkeys(mods))
+
+
+def _jit_types() -> tuple[type, ...]:
+    from triton.runtime import interpreter, jit
+
+    return tuple(t for t in (getattr(jit, "JITCallable", None), jit.JITFunction,
+                             getattr(interpreter, "InterpretedFunction", None)) if t is not None)
+
+
+def _family_jit_functions(cls: type) -> list:
+    """The jit functions (JITFunction on a GPU, InterpretedFunction under the interpreter) the family's modules
+    hold, defined there or imported."""
+    types = _jit_types()
+    return [v for m in _family_modules(cls) for v in vars(m).values() if isinstance(v, types)]
+
+
+def _jit_keys(roots: list) -> list[list[str]]:
+    """[qualified name, key] of ``roots`` and every jit function they reference, each once. A key hashes the
+    function's tokens (decorator included; comments, blank lines and its docstring left out) and the values of
+    the plain global constants it names, as Triton's own cache key does, but without Triton's line numbers."""
+    types, seen, out, todo = _jit_types(), set(), [], list(roots)
+    while todo:
+        fn = todo.pop().fn
+        if fn in seen:
+            continue
+        seen.add(fn)
+        src = textwrap.dedent(inspect.getsource(fn))
+        consts = []
+        for name in sorted({n.id for n in ast.walk(ast.parse(src)) if isinstance(n, ast.Name)}):
+            v = fn.__globals__.get(name)
+            if isinstance(v, types):
+                todo.append(v)
+            elif type(v).__name__ == "constexpr" or isinstance(v, (bool, int, float, str)):
+                consts.append(f"{name}={getattr(v, 'value', v)!r}")
+        digest = hashlib.sha256("\x1f".join([*_code_tokens(src), *consts]).encode()).hexdigest()
+        out.append([fn.__qualname__, digest])
+    return out
+
+
+def _code_tokens(src: str) -> list[str]:
+    """The tokens of a function's source that compile: no comments, no non-logical newlines, no docstring;
+    indentation as markers, so re-indenting or re-wrapping changes nothing."""
+    tree = ast.parse(src).body[0]
+    doc = None
+    if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(getattr(tree.body[0], "value", None),
+                                                                        ast.Constant) \
+            and isinstance(tree.body[0].value.value, str):
+        d = tree.body[0]
+        doc = ((d.lineno, d.col_offset), (d.end_lineno, d.end_col_offset))
+    out, skip_newline = [], False
+    for tok in tokenize.generate_tokens(io.StringIO(src).readline):
+        if doc and doc[0] <= tok.start < doc[1]:
+            skip_newline = True
+            continue
+        if tok.type == tokenize.NEWLINE and skip_newline:
+            skip_newline = False
+            continue
+        if tok.type in (tokenize.COMMENT, tokenize.NL, tokenize.ENDMARKER):
+            continue
+        out.append(tokenize.tok_name[tok.type] if tok.type in (tokenize.INDENT, tokenize.DEDENT, tokenize.NEWLINE)
+                   else tok.string)
+    return out

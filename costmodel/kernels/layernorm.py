@@ -46,6 +46,8 @@ def layernorm_looped(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr, S
 class LayerNorm(RowwiseFamily):
     name = "layernorm"
     passes = (layernorm_single, layernorm_looped)
+    # the module text data/ holds its rows under (before the kernel hash)
+    recorded_as = {"815a688e4c95d26e": ("9ee34e5e9fb75a7b",)}
     vectors = 2
     looped_accumulators = 2  # sums of x and x^2
     flops_per_element = 8  # sum, subtract, square, sum, scale, weight, bias (+ the reductions)

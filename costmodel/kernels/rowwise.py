@@ -10,10 +10,7 @@ holds at once, each looping over row blocks (and ``num_stages`` then prefetches 
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import math
-from functools import cached_property
 from typing import ClassVar
 
 import numpy as np
@@ -138,12 +135,6 @@ class RowwiseFamily(KernelFamily):
     MAX_PER_THREAD_LOOPED = 32  # larger chunks buy nothing over a single pass (and spill)
     MAX_CHUNKS = 8  # a looped row takes at most this many chunks, or as many as 8192-element chunks take
     MAX_N = 1 << 20
-
-    @cached_property
-    def source_hash(self) -> str:
-        """The family module's and this skeleton's sources: an edit to either makes a new group."""
-        src = "".join(inspect.getsource(inspect.getmodule(c)) for c in (type(self), RowwiseFamily))
-        return hashlib.sha256(src.encode()).hexdigest()[:16]
 
     # --- problems -------------------------------------------------------------------------------------
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:

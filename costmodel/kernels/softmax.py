@@ -36,6 +36,8 @@ def softmax_looped(x_rows, y_rows, row_mask, w, b, N, BLOCK_N: tl.constexpr, STA
 class Softmax(RowwiseFamily):
     name = "softmax"
     passes = (softmax_single, softmax_looped)
+    # the module text data/ holds its rows under (before the kernel hash)
+    recorded_as = {"92ecb88d92e9cd82": ("19d74686729c65c9",)}
     flops_per_element = 5  # max, subtract, exp, sum, scale
     long_rows = (32000, 50257, 128256)  # vocabularies: LLaMA-2, GPT-2, LLaMA-3
 
