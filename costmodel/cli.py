@@ -421,8 +421,9 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
         from tuner.tune import predict
 
         out = predict(family, problem, dtype, hw, cm, k)
-        table = Table("rank", Column("config", overflow="fold"), title=f"{family} {dtype} {json.dumps(problem)}: predicted top {k} of "
-                                              f"{out['candidates']} ({out['wall_s'] * 1e3:.0f} ms, nothing measured)")
+        table = Table("rank", Column("config", overflow="fold"),
+                      title=f"{family} {dtype} {json.dumps(problem)}: predicted top {k} of {out['candidates']} "
+                            f"({out['wall_s'] * 1e3:.0f} ms, nothing measured)")
         for row in out["top"]:
             table.add_row(str(row["rank"]), json.dumps(row["config"]))
         return _emit(out, as_json, table)
@@ -440,8 +441,9 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
     if record and not result.cached:
         out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
     default = result.default_latency_ms
-    table = Table("rank", Column("config", overflow="fold"), "ms", "x default", title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: "
-                  f"top {k} of {result.candidates} in {result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
+    table = Table("rank", Column("config", overflow="fold"), "ms", "x default",
+                  title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: top {k} of {result.candidates} in "
+                        f"{result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
     for row in result.predicted_rank:
         ms = row["latency_ms"]
         table.add_row(str(row["rank"]), json.dumps(row["config"]), f"{ms:.4f}" if ms else row["status"],

@@ -277,7 +277,8 @@ def test_train_leaves_the_shipped_model_unless_told_to_ship(slice_root, cli, tmp
     assert code == 0, stderr
     assert json.loads(stdout)["shipped"] and (shipped / result["gpu"] / model.MODEL_FILE).is_file()
 
-    for args, message in ((["--ship", "--out", "elsewhere"], "drop --out"), (["--register", "--no-track"], "drop --no-track")):
+    for args, message in ((["--ship", "--out", "elsewhere"], "drop --out"),
+                          (["--register", "--no-track"], "drop --no-track")):
         code, _, stderr = cli("train", "--data", str(slice_root), *args, *TRAIN_FAST)
         assert code == 2 and message in stderr and stderr.count("\n") == 1
     assert not (tmp_path / "elsewhere").exists()
@@ -293,7 +294,8 @@ def test_tracked_train_spans_the_fit_and_registers_only_when_asked(slice_root, c
     monkeypatch.chdir(tmp_path)
     runs_while_fitting = []
     fit = model.fit
-    monkeypatch.setattr(model, "fit", lambda *a, **kw: (runs_while_fitting.append(mlflow.active_run()), fit(*a, **kw))[1])
+    monkeypatch.setattr(model, "fit", lambda *a, **kw: (runs_while_fitting.append(mlflow.active_run()),
+                                                        fit(*a, **kw))[1])
     code, stdout, stderr = cli("train", "--data", str(slice_root), "--track", *TRAIN_FAST, "--json")
     assert code == 0, stderr
     tracked = json.loads(stdout)["tracking"]
