@@ -197,8 +197,7 @@ def visible_gpu(hint: str):
 def _check_where_left_problems(plan: list, names: list[str], bounds: tuple[str, ...]) -> None:
     """A ``--where`` that leaves a family no problem is a mistake to report, not an empty run."""
     if bounds and (empty := [n for n in names if not any(g.family == n for g in plan)]):
-        raise CostModelError(f"--where {' '.join(bounds)} leaves no problem of {', '.join(empty)} (with its dtypes) "
-                             "to measure")
+        raise CostModelError(f"--where {' '.join(bounds)} leaves no problem of {', '.join(empty)} to measure")
 
 
 def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:

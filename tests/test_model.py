@@ -150,7 +150,7 @@ def test_missing_data_dir_is_a_one_line_error(tmp_path, cli):
 
 def _fake_model_dir(path: Path, **meta) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    base = {"gpu": HW.gpu, "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
+    base = {"gpu": HW.gpu, "hardware": HW.as_dict(), "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
             "feature_names": list(features.FEATURE_NAMES)}
     (path / model.META_FILE).write_text(json.dumps(base | meta))
     (path / model.MODEL_FILE).write_bytes(b"not a ubj model")
