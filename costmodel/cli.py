@@ -209,17 +209,21 @@ def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     return table
 
 
-def _report_tables(summary: dict, title: str) -> tuple[Table, Table]:
-    """Model vs baselines at each k, and the headline figures per kernel family."""
+def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
+    """``result`` as JSON, or the report tables: the headline figures per kernel family, model vs baselines at
+    each k, and what their columns mean (full width below the tables, not a caption squeezed to theirs)."""
+    from rich.text import Text
+
     from costmodel import evaluation as e
 
+    if as_json:
+        return _emit(result, as_json)
     per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
-    per_kernel.caption = e.KERNEL_LEGEND
     overall = _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines")
-    overall.caption = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
-                       f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}. "
-                       + e.COMPARISON_LEGEND)
-    return overall, per_kernel
+    figures = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
+               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}")
+    for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
+        err_console.print(part)
 
 
 @main.command()
@@ -282,11 +286,8 @@ def train(data, gpu, out, ship, track, register, extra_splits, trees, seed, dask
             progress("logging the run" + (" and registering the model" if register else "") + " in MLflow")
             result["tracking"] = tracking.log_training(Path(out_dir), booster, meta, evals, table, Path(data), register)
     result["wall_s"] = round(time.perf_counter() - t0, 2)
-    overall, per_kernel = _report_tables(meta["metrics"], f"held-out groups ({gpu})")
-    if not as_json:
-        err_console.print(per_kernel)
     progress(f"model written to {out_dir} ({meta['trees']} trees, data {meta['data']['hash']})")
-    _emit(result, as_json, overall)
+    _report(meta["metrics"], f"held-out groups ({gpu})", result, as_json)
 
 
 @main.command()
@@ -330,10 +331,7 @@ def evaluate(data, model_ref, how, plots, seed, as_json):
         from costmodel.plots import write_plots
 
         summary["plots"] = write_plots(ev, plots)
-    overall, per_kernel = _report_tables(summary, f"{how} split, {summary['groups']} groups")
-    if not as_json:
-        err_console.print(per_kernel)
-    _emit(summary, as_json, overall)
+    _report(summary, f"{how} split, {summary['groups']} groups", summary, as_json)
 
 
 @main.command()
