@@ -126,11 +126,11 @@ _LOCK = threading.Lock()
 
 @functools.cache
 def _worker_hardware(interpret: bool) -> dict:
-    """The hardware record of this worker's GPU (under the interpreter: the known H200, as the CLI uses)."""
+    """The hardware record of this worker's GPU (under the interpreter: ``hardware.INTERPRETER``, as the CLI's)."""
     if interpreting() != interpret:
         raise CostModelError(f"the client {'runs' if interpret else 'does not run'} under TRITON_INTERPRET=1 but "
                              f"Dask worker pid {os.getpid()} {'does not' if interpret else 'does'}: set it alike")
-    return (hardware.KNOWN["nvidia-h200"] if interpret else hardware.current()).as_dict()
+    return (hardware.INTERPRETER if interpret else hardware.current()).as_dict()
 
 
 def _benchmarker(hw: HardwareRecord, device: str, opts: dict) -> IsolatedBenchmarker:
@@ -172,13 +172,42 @@ def measure_group(item: WorkItem, root: str, run_id: str, plan_hw: dict, interpr
         bench = _benchmarker(hw, "cpu" if interpret else "cuda",
                              {**opts, "compile_workers": compile_workers.get(summary["host"], 0)})
         recorder = runner.GroupRecorder(bench, hw, run_id)
+        waited, timed = bench.waited_s, bench.timed_s
         ms, rows = recorder.measure(item)
+        spent = {"waited_s": round(bench.waited_s - waited, 3), "timed_s": round(bench.timed_s - timed, 3)}
     path = store.write_shard(hw.gpu, g.family, shard_id, rows)
     return {**summary, "counts": {k: v for k, v in recorder.counts.items() if v}, "best_ms": runner.best_ms(ms),
-            "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3)}
+            "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3), **spent}
 
 
 # --- the client ---------------------------------------------------------------------------------------------
+
+def _worker_deaths(keys: list[str], dask_scheduler=None) -> dict[str, int]:
+    """On the scheduler: how many times a worker died while running each of ``keys`` (its ``suspicious`` count)."""
+    return {k: ts.suspicious for k in keys if (ts := dask_scheduler.tasks.get(k)) is not None and ts.suspicious}
+
+
+def retried_groups(dask_client, by_key: dict) -> list[dict]:
+    """The groups a worker died measuring, run again elsewhere: [{index, worker_deaths}] (empty if unknown)."""
+    try:
+        deaths = dask_client.run_on_scheduler(_worker_deaths, list(by_key))
+    except Exception:  # noqa: BLE001 - the scheduler is gone: the manifest says what else it knows
+        return []
+    return sorted(({"index": by_key[k].index, "worker_deaths": n} for k, n in deaths.items()),
+                  key=lambda r: r["index"])
+
+
+def per_worker(group_runs: list[dict]) -> list[dict]:
+    """Groups, ok rows and the timing worker's waiting (on compiles) and timing seconds of each worker process."""
+    out: dict[tuple, dict] = {}
+    for g in group_runs:
+        w = out.setdefault((g["host"], g["pid"]), {"host": g["host"], "pid": g["pid"], "groups": 0, "ok": 0,
+                                                    "waited_s": 0.0, "timed_s": 0.0})
+        w["groups"] += 1
+        for k in ("ok", "waited_s", "timed_s"):
+            w[k] = round(w[k] + g.get(k, 0), 3)
+    return list(out.values())
+
 
 def workers_info(dask_client) -> dict[str, dict]:
     """Every worker the scheduler knows (newer clients list only a few unless asked for all)."""
@@ -224,6 +253,7 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
     from distributed import as_completed
 
     interpret = interpreting()
+    runner.check_hardware(hw, interpret)
     store = Store(out)
     items = runner.plan_work(plan, hw, store.measured_pairs if resume else None)
     opts = {"timeout_s": timeout_s, "seed": seed}
@@ -248,7 +278,9 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
                 runner.add_counts(counts, r["counts"])
                 shards.append(r["shard"])
                 recovered += r["recovered"]
-                groups.append({k: r[k] for k in ("index", "host", "pid", "wall_s", "recovered")})
+                groups.append({**{k: r[k] for k in ("index", "host", "pid", "wall_s", "recovered")},
+                               "ok": r["counts"].get("ok", 0), "waited_s": r.get("waited_s", 0.0),
+                               "timed_s": r.get("timed_s", 0.0)})
                 view.describe(w.describe())
                 view.update(counts, "" if r["recovered"] else r["best_ms"])
                 if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
@@ -257,8 +289,8 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
                     break
         if failed and state == "complete":
             state = "incomplete"
-    except KeyboardInterrupt:
-        state = "interrupted"
+    except BaseException as e:
+        state = runner.ended_by(e)
         dask_client.cancel(futures)
         raise
     finally:
@@ -267,7 +299,8 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
             run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed, counts=counts,
             groups_measured=len(groups), wall_s=time.perf_counter() - t0, shards=shards,
             dask={"scheduler": dask_client.scheduler.address, "workers": len(workers_info(dask_client))},
-            recovered_groups=recovered, failed_groups=failed, group_runs=groups,
+            recovered_groups=recovered, failed_groups=failed, group_runs=groups, workers=per_worker(groups),
+            retried_groups=retried_groups(dask_client, by_key),
             not_measured=[w.index for w in items if w.index not in done])
         store.write_manifest(summary)
     return summary

@@ -149,7 +149,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
 
     From the parent: ("group", index, recheck) naming one of ``items`` (the plan's work, sent once at start so
     that messages stay small and the parent never waits on a busy worker's pipe), and ("stop",).
-    To the parent: ("start", index), ("measured", index, counts, best_ms, recovered, [shard]), ("published",
+    To the parent: ("start", index), ("measured", index, counts, best_ms, recovered, [shard], stats), ("published",
     [index], [shard]), ("skipped", index) past the deadline, ("error", text) on a fatal set-up problem."""
     os.setpgid(0, 0)  # its own process group: the parent can reap its timing worker and compile pool with it
     signal.signal(signal.SIGTERM, _interrupt)  # a kill publishes what is measured, as Ctrl-C does
@@ -177,6 +177,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
     by_index = {w.index: w for w in items}
     held: list[WorkItem] = []
     stopping = False
+    starved_s, measured_any = 0.0, False  # waiting for the parent with no group in hand, after the first group
     with IsolatedBenchmarker(hw, device=opts.device, timeout_s=opts.timeout_s, seed=opts.seed,
                              compile_workers=opts.compile_workers) as bench:
         recorder = runner.GroupRecorder(bench, hw, run_id)
@@ -190,10 +191,16 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
             held.append(item)
             bench.prefetch(item.group.family, item.group.problem, item.group.dtype, item.todo)
 
+        def stats() -> dict:
+            return {"pid": os.getpid(), "waited_s": round(bench.waited_s, 2), "timed_s": round(bench.timed_s, 2),
+                    "starved_s": round(starved_s, 2)}
+
         try:
             while held or not stopping:
                 if not held:
+                    t0 = time.perf_counter()
                     take(conn.recv())
+                    starved_s += time.perf_counter() - t0 if measured_any else 0.0
                     continue
                 while conn.poll():
                     take(conn.recv())
@@ -202,7 +209,8 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
                     conn.send(("skipped", item.index))
                     continue
                 conn.send(("start", item.index))
-                conn.send(("measured", item.index, *measure_item(item, recorder, writer, out)))
+                conn.send(("measured", item.index, *measure_item(item, recorder, writer, out), stats()))
+                measured_any = True
                 report()
         except (KeyboardInterrupt, EOFError, BrokenPipeError):
             pass  # stopped, or the parent is gone: publish what is complete
@@ -234,6 +242,15 @@ class _Slot:
     retired: bool = False
     pids: list[int] = field(default_factory=list)
     groups: int = 0
+    ok: int = 0  # ok rows published
+    stats: dict[int, dict] = field(default_factory=dict)  # per worker pid: its benchmarker's waiting and timing
+
+    def summary(self) -> dict:
+        """The slot's line in the manifest: its GPU, workers, groups and ok rows published, and where the time of
+        its timing worker went (waited_s on compiles, timed_s checking and timing, starved_s with no group)."""
+        spent = {k: round(sum(st[k] for st in self.stats.values()), 2) for k in ("waited_s", "timed_s", "starved_s")}
+        return {"slot": self.index, "gpu": self.gpu, "pids": self.pids, "deaths": self.deaths, "retired": self.retired,
+                "groups": self.groups, "ok": self.ok, **spent}
 
     @property
     def alive(self) -> bool:
@@ -250,6 +267,8 @@ class _Collector:
         self.ctx = mp.get_context("spawn")
         self.counts = runner.new_counts()  # published measurements
         self.pending: dict[int, dict] = {}  # measured, not yet published: index -> counts
+        self.runs: dict[int, dict] = {}  # measured, not yet published: index -> who measured it
+        self.group_runs: list[dict] = []  # published groups: index, slot, pid, whether it was re-queued
         self.shards: dict[str, None] = {}  # ordered, without repeats
         self.attempts: collections.Counter = collections.Counter()
         self.failed: list[dict] = []
@@ -293,10 +312,13 @@ class _Collector:
             s.measuring = msg[1]
             self.view.describe(f"[w{s.index}] {s.held[msg[1]].describe()}")
         elif kind == "measured":
-            _, idx, counts, best, recovered, shards = msg
+            _, idx, counts, best, recovered, shards, stats = msg
             s.unmeasured.discard(idx)
             s.measuring = None
             self.pending[idx] = counts
+            s.stats[stats["pid"]] = stats
+            self.runs[idx] = {"index": idx, "slot": s.index, "pid": stats["pid"], "requeued": s.held[idx].recheck,
+                              "recovered_pairs": recovered}
             self.recovered += recovered
             self.shards.update(dict.fromkeys(shards))  # published by a worker that died before saying so
             self.best = best
@@ -304,8 +326,12 @@ class _Collector:
         elif kind == "published":
             for idx in msg[1]:
                 s.held.pop(idx, None)
-                runner.add_counts(self.counts, self.pending.pop(idx, {}))
+                counts = self.pending.pop(idx, {})
+                runner.add_counts(self.counts, counts)
                 s.groups += 1
+                s.ok += counts.get("ok", 0)
+                if idx in self.runs:
+                    self.group_runs.append(self.runs.pop(idx))
             self.shards.update(dict.fromkeys(msg[2]))
         elif kind == "skipped":
             s.unmeasured.discard(msg[1])
@@ -342,6 +368,7 @@ class _Collector:
         keep = []
         for w in lost:
             self.pending.pop(w.index, None)
+            self.runs.pop(w.index, None)
             if self.attempts[w.index] >= MAX_ATTEMPTS:
                 g = w.group
                 self.failed.append({"index": w.index, "family": g.family, "problem": g.problem, "dtype": g.dtype,
@@ -417,6 +444,7 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
     out = Path(out)
     items = runner.plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
     device = "cpu" if all(g is None for g in gpus) else "cuda"
+    runner.check_hardware(hw, device == "cpu")
     t0 = time.time()
     deadline = t0 + time_budget_s if time_budget_s is not None else None
     opts = WorkerOptions(device, timeout_s, seed, compile_workers or hardware.compile_workers(hardware.usable_cores(), len(gpus)), flush_rows,
@@ -426,19 +454,17 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
         c = _Collector(items, out, run_id, hw, gpus, opts, lookahead, view)
         try:
             state = c.run()
-        except KeyboardInterrupt:
-            state = "interrupted"
-            raise
-        except CostModelError:
-            state = "failed"
+            if c.failed and state == "complete":  # groups given up: the run did not measure the whole plan
+                state = "incomplete"
+        except BaseException as e:
+            state = runner.ended_by(e)
             raise
         finally:
             c.stop()
             summary = runner.run_summary(
                 run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed, counts=c.counts,
                 groups_measured=sum(s.groups for s in c.slots), wall_s=time.time() - t0, shards=list(c.shards),
-                workers=[{"slot": s.index, "gpu": s.gpu, "pids": s.pids, "deaths": s.deaths, "retired": s.retired,
-                          "groups": s.groups} for s in c.slots],
+                workers=[s.summary() for s in c.slots], group_runs=c.group_runs,
                 requeued=c.requeued, recovered=c.recovered, failed_groups=c.failed,
                 not_measured=sorted(w.index for w in [*c.queue, *c.skipped, *(w for s in c.slots
                                                                                  for w in s.held.values())]))

@@ -49,29 +49,39 @@ class GroupPlan:
     exhaustive: bool
 
 
+def _spread(total: int, parts: int) -> list[int]:
+    """``total`` split over ``parts`` as evenly as can be, the first parts taking one more."""
+    return [total // parts + (i < total % parts) for i in range(parts)]
+
+
 def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes: list[str] | None, seed: int,
               hw: HardwareRecord, exhaustive_share: float = 0.1, pool_size: int = 240,
               where: tuple[DimBound, ...] = ()) -> list[GroupPlan]:
-    """``n_groups`` groups spread evenly over ``families``. A share (at least ``exhaustive_share``, at least one
-    per family) is measured over the whole valid space, as ground truth for evaluation. The others measure the
-    family default plus configs drawn from a seeded pool per (family, dtype): drawing from a pool rather than the
-    whole space lets one compiled binary serve many shapes, which is what makes collection fast. ``where`` keeps
-    only the problems within every bound (drawn from the family's usual mix, so the plan aims at a region of it)."""
+    """``n_groups`` groups spread evenly over ``families``. ``exhaustive_share`` of them, rounded down, are
+    measured over the whole valid space, as ground truth for evaluation (spread over the families as the groups
+    are): rounding down, a plan never sweeps more than asked, so ``--groups 1 --configs-per-group 2`` measures
+    2 configs. The others measure the family default plus configs drawn from a seeded pool per (family, dtype):
+    drawing from a pool rather than the whole space lets one compiled binary serve many shapes, which is what
+    makes collection fast. ``where`` keeps only the problems within every bound (drawn from the family's usual
+    mix, so the plan aims at a region of it)."""
     for bound in where:
         unknown = [f for f in families if bound.dim not in get_family(f).dims]
         if unknown:
             raise CostModelError(f"--where {bound.dim}{bound.op}{bound.value}: {', '.join(unknown)} has no dim {bound.dim}")
+    if not 0 <= exhaustive_share <= 1:
+        raise CostModelError(f"--exhaustive-share {exhaustive_share}: a share of the groups, from 0 to 1")
     rng = np.random.default_rng(seed)
     per_family_plans: list[list[GroupPlan]] = []
-    per_family = [n_groups // len(families) + (i < n_groups % len(families)) for i in range(len(families))]
-    for name, n in zip(families, per_family):
+    per_family = _spread(n_groups, len(families))
+    # the epsilon keeps a share exact in decimal (0.1 of 30) from flooring one short in binary
+    per_family_exhaustive = _spread(math.floor(exhaustive_share * n_groups + 1e-9), len(families))
+    for name, n, n_exhaustive in zip(families, per_family, per_family_exhaustive):
         fam = get_family(name)
         kinds = [d for d in (dtypes or fam.dtypes) if d in fam.dtypes]
         if not kinds or n == 0:
             continue
         all_configs = list(fam.all_configs())
         pools = {d: [all_configs[i] for i in rng.permutation(len(all_configs))[:pool_size]] for d in kinds}
-        n_exhaustive = max(1, math.ceil(exhaustive_share * n)) if exhaustive_share > 0 else 0
         plan: list[GroupPlan] = []
         seen: set[tuple] = set()
         problems = [p for p in fam.problems(rng, n * (40 if where else 4)) if all(b(p) for b in where)]

@@ -7,6 +7,7 @@ collector (``collect.parallel``) and the Dask one (``collect.cluster``).
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
 import os
@@ -16,11 +17,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from costmodel import dataset, hardware
-from costmodel.benchmark import STATUSES, Benchmarker, Measurement
+from costmodel.benchmark import STATUSES, Benchmarker, IsolatedBenchmarker, Measurement, interpreting
+from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config
@@ -43,6 +46,19 @@ class WorkItem:
     def describe(self) -> str:
         g = self.group
         return f"{g.family} {g.dtype} {dataset.canonical_json(g.problem)}"
+
+
+def check_hardware(hw: HardwareRecord, interpreter: bool) -> None:
+    """Interpreter timings are recorded for ``hardware.INTERPRETER`` only: a GPU's partition never holds CPU
+    timings (about 1 s a config, whatever the config)."""
+    if interpreter and hw.gpu != hardware.INTERPRETER.gpu:
+        raise CostModelError(f"kernels run under TRITON_INTERPRET=1 but the plan is for {hw.gpu}: interpreter "
+                             f"timings are recorded only as gpu={hardware.INTERPRETER.gpu} (hardware.INTERPRETER)")
+
+
+def times_interpreter(bench: Benchmarker) -> bool:
+    """Whether ``bench`` times kernels run by Triton's interpreter (a recorded benchmarker replays GPU times)."""
+    return isinstance(bench, IsolatedBenchmarker) and (bench.device == "cpu" or interpreting())
 
 
 def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
@@ -90,6 +106,9 @@ class GroupRecorder:
     hw: HardwareRecord
     run_id: str
     counts: dict[str, int] = field(default_factory=new_counts)
+
+    def __post_init__(self):
+        check_hardware(self.hw, times_interpreter(self.bench))
 
     @property
     def software(self) -> dict:
@@ -143,12 +162,30 @@ class CollectProgress:
                               f"best {best:.4f} ms" if best is not None else "no ok config")
 
 
+def ended_by(exc: BaseException) -> str:
+    """The state of a run that an exception ended: "interrupted" (Ctrl-C, a kill) or "failed"."""
+    return "interrupted" if isinstance(exc, KeyboardInterrupt) else "failed"
+
+
+def published(shards: list) -> tuple[int, dict[str, int]]:
+    """(groups, measurements by status) in these local shards: what a run has published, read back."""
+    gids, counts = set(), new_counts()
+    for path in shards:
+        t = pq.read_table(path, columns=["group_id", "status"])
+        gids.update(t["group_id"].to_pylist())
+        add_counts(counts, collections.Counter(t["status"].to_pylist()))
+    return len(gids), counts
+
+
 def run_summary(*, run_id: str, state: str, plan: list[GroupPlan], items: list[WorkItem], hw: HardwareRecord,
                 seed: int, counts: dict[str, int], groups_measured: int, wall_s: float, shards: list,
                 **extra) -> dict:
-    """The manifest of one run (``extra`` adds collector-specific fields)."""
-    return {"run_id": run_id, "state": state, "gpu": hw.gpu, "seed": seed, "groups": len(plan),
-            "groups_measured": groups_measured, "exhaustive_groups": sum(g.exhaustive for g in plan),
+    """The manifest of one run (``extra`` adds collector-specific fields). ``groups_measured`` counts the groups
+    with rows published by this run; ``groups_done_before`` those --resume found already measured whole."""
+    return {"run_id": run_id, "state": state, "gpu": hw.gpu, "hw_name": hw.name, "seed": seed, "groups": len(plan),
+            "groups_measured": groups_measured, "groups_done_before": len(plan) - len(items),
+            "exhaustive_groups": sum(g.exhaustive for g in plan),
+            "exhaustive_configs": sum(len(g.configs) for g in plan if g.exhaustive),
             "skipped_already_measured": sum(len(g.configs) for g in plan) - sum(len(w.todo) for w in items),
             "measured": sum(counts.values()), "counts": counts, "wall_s": round(wall_s, 2),
             "ok_per_s": round(counts["ok"] / wall_s, 2) if wall_s else None,
@@ -175,12 +212,12 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
     """Measure every (group, config) of ``plan`` not already in ``out`` (with ``resume``); returns the run
     summary, also written as ``<out>/_manifests/<run_id>.json``. With ``time_budget_s`` no group starts after
     that many seconds (state "budget"; --resume carries on later)."""
+    recorder = GroupRecorder(bench, hw, run_id)
     items = plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
     for w in items:
         bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
     writer = dataset.ShardWriter(out, run_id, flush_rows)
-    recorder = GroupRecorder(bench, hw, run_id)
-    t0, state, measured = time.perf_counter(), "complete", 0
+    t0, state = time.perf_counter(), "complete"
     pending = list(items)
     try:
         with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
@@ -192,15 +229,19 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
                 view.describe(w.describe())
                 ms, rows = recorder.measure(w)
                 writer.add(hw.gpu, w.group.family, rows)
-                measured += 1
                 view.update(recorder.counts, best_ms(ms))
-    except KeyboardInterrupt:
-        state = "interrupted"
+        writer.flush()
+    except BaseException as e:
+        state = ended_by(e)
         raise
     finally:
-        writer.flush()
-        summary = run_summary(run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed,
-                              counts=recorder.counts, groups_measured=measured, wall_s=time.perf_counter() - t0,
-                              shards=writer.shards)
-        write_manifest(out, summary)
+        try:
+            writer.flush()  # after an error too: the groups measured before it are published
+        finally:
+            # the manifest counts what the shards hold (the groups of a failed flush are not in them)
+            groups, counts = published(writer.shards)
+            summary = run_summary(run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed,
+                                  counts=counts, groups_measured=groups, wall_s=time.perf_counter() - t0,
+                                  shards=writer.shards)
+            write_manifest(out, summary)
     return summary

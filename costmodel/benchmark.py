@@ -338,6 +338,10 @@ class IsolatedBenchmarker:
     max_reps: int = 40
     seed: int = 0
     restarts: int = field(default=0, init=False)
+    # seconds measure() spent waiting on the compile pool, and handing configs to the timing worker (check and
+    # timing): how a collector shows whether its compile processes keep the GPU busy
+    waited_s: float = field(default=0.0, init=False)
+    timed_s: float = field(default=0.0, init=False)
 
     def __post_init__(self):
         workers = self.compile_workers or hardware.compile_workers(hardware.usable_cores())
@@ -403,6 +407,7 @@ class IsolatedBenchmarker:
         results: list[Measurement | None] = [None] * len(configs)
         compile_s: dict[int, float] = {}
         todo = []
+        t0 = time.perf_counter()
         for i, c in enumerate(configs):
             info = self.pool.result(self.pool.submit(fam, family, problem, dtype, c)) if self.pool else None
             if info is not None and info["status"] != "ok":
@@ -411,12 +416,15 @@ class IsolatedBenchmarker:
                 if info is not None:
                     compile_s[i] = info["compile_s"]
                 todo.append(i)
+        t1 = time.perf_counter()
+        self.waited_s += t1 - t0
         while todo:
             if self._proc is None or not self._proc.is_alive():
                 self._start()
             self._conn.send(("group", family, problem, dtype, [(i, configs[i]) for i in todo], self.hw.as_dict(),
                              self.seed))
             todo = self._collect(todo, results, configs)
+        self.timed_s += time.perf_counter() - t1
         for i, c in compile_s.items():  # the pool's compile time; the worker's first launch only loaded it
             results[i].compile_s = c
         return results  # type: ignore[return-value]

@@ -97,11 +97,19 @@ def kernels(as_json: bool) -> None:
     _emit({"gpu": hw.gpu, "families": rows}, as_json, table)
 
 
+def _describe_plan(plan: list, gpu: str) -> None:
+    sweeps = [g for g in plan if g.exhaustive]
+    err_console.print(f"plan: {len(plan)} groups, {sum(len(g.configs) for g in plan)} configs; over the whole "
+                      f"valid space: {len(sweeps)} groups, {sum(len(g.configs) for g in sweeps)} configs; recorded "
+                      f"as gpu={gpu}")
+
+
 @main.command()
 @click.option("--kernel", "kernels_", default="all", show_default=True, help="families, comma-separated, or all")
 @click.option("--groups", default=50, show_default=True, help="groups (family, problem, dtype) to measure")
 @click.option("--configs-per-group", default=100, show_default=True)
-@click.option("--exhaustive-share", default=0.1, show_default=True, help="share of groups measured over the whole space")
+@click.option("--exhaustive-share", default=0.1, show_default=True,
+              help="share of groups measured over the whole valid space, rounded down (0.1 of 1-9 groups: none)")
 @click.option("--dtype", "dtypes", default=None, help="dtypes, comma-separated (default: each family's)")
 @click.option("--out", default="data", show_default=True, type=click.Path())
 @click.option("--seed", default=0, show_default=True)
@@ -156,6 +164,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             hw = cluster.cluster_hardware(dask_client, device == "cpu")
             plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
             _check_where_left_problems(plan, names, bounds)
+            _describe_plan(plan, hw.gpu)
             summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,
                                        console=err_console, timeout_s=timeout, time_budget_s=time_budget)
     else:
@@ -164,10 +173,11 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             from collect.parallel import resolve_gpus
 
             workers = resolve_gpus(gpus, device == "cpu")
-        hw = hardware.KNOWN["nvidia-h200"] if device == "cpu" else visible_gpu("collect measures on a GPU: run it "
-                                                                              "on a GPU host")
+        hw = hardware.INTERPRETER if device == "cpu" else visible_gpu("collect measures on a GPU: run it on a GPU "
+                                                                      "host")
         plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
         _check_where_left_problems(plan, names, bounds)
+        _describe_plan(plan, hw.gpu)
         if workers:
             from collect.parallel import run_parallel
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,11 @@ KNOWN = {
         mem_bandwidth_gbs=4800.0,
     ),
 }
+
+# What `collect` records under TRITON_INTERPRET=1: kernels run on the CPU (about 1 s a config), so the timings say
+# nothing of any GPU. They go under their own slug, marked in hw_name, which no GPU's training reads; the H200's
+# limits stay so that plans draw the same valid configs.
+INTERPRETER = replace(KNOWN["nvidia-h200"], gpu="interpreter", name="Triton interpreter (CPU)")
 
 
 def current(device: int | None = None) -> HardwareRecord:

@@ -96,12 +96,18 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
     root = Path(root)
     if not root.is_dir():
         raise CostModelError(f"no dataset directory at {root}")
+    interp = hardware.INTERPRETER
     gpus = sorted(p.name.removeprefix("gpu=") for p in root.glob("gpu=*") if p.is_dir())
+    if gpu == interp.gpu or (gpu is None and gpus == [interp.gpu]):
+        raise CostModelError(f"gpu={interp.gpu} holds TRITON_INTERPRET=1 timings of the CPU: no model trains on them")
+    gpus = [g for g in gpus if g != interp.gpu]
     if gpu is None:
         if len(gpus) != 1:
             raise CostModelError(f"{root} holds data of {len(gpus)} GPUs ({', '.join(gpus) or 'none'}): pass --gpu")
         gpu = gpus[0]
-    table = dataset.read(root, list(TRAIN_COLUMNS), ds.field("gpu") == gpu)
+    # interpreter rows never train a GPU's model, even where a caller wrote them into its partition
+    measured_on_gpu = (ds.field("hw_name") != interp.name) | ds.field("hw_name").is_null()
+    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu)
     if table.num_rows == 0:
         raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu

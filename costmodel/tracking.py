@@ -145,17 +145,26 @@ def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluat
     return out | {"registered_model": name, "version": version, "champion": decision}
 
 
-def _run_meta(run_id: str) -> dict | None:
-    """The meta.json a training run logged, or None when it has none (or an unreadable one)."""
+def _run_meta(client, run_id: str) -> dict | None:
+    """The meta.json a training run logged, or None when the run has none (not listed among its artifacts, or
+    not JSON: nothing later will make it readable). A store that does not answer raises MlflowException or
+    OSError: a tracking error is not an absent file."""
     import mlflow
-    from mlflow.exceptions import MlflowException
 
+    if model.META_FILE not in {f.path for f in client.list_artifacts(run_id) if not f.is_dir}:
+        return None
     with tempfile.TemporaryDirectory() as tmp:
+        path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=model.META_FILE, dst_path=tmp)
         try:
-            path = mlflow.artifacts.download_artifacts(run_id=run_id, artifact_path=model.META_FILE, dst_path=tmp)
             return json.loads(Path(path).read_text())
-        except (MlflowException, OSError, json.JSONDecodeError, UnicodeDecodeError):
+        except (json.JSONDecodeError, UnicodeDecodeError):
             return None
+
+
+def _champion(client, name: str):
+    """The model version holding ``champion``, or None when none does; errors of the store propagate."""
+    version = client.get_registered_model(name).aliases.get(CHAMPION)
+    return None if version is None else client.get_model_version(name, str(version))
 
 
 def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Table) -> dict:
@@ -164,43 +173,61 @@ def _promote(client, name: str, version: str, booster, meta: dict, table: pa.Tab
     ids, so with the same seed and shares a group keeps its side as data grows, and neither model has trained
     on these). Both models rank those groups and the higher top-8 score wins; a tie keeps the champion.
 
-    With no champion yet, the new version becomes champion. A champion on another feature schema cannot rank
-    today's features, so it is replaced. Without common held-out groups nothing can be compared fairly and the
-    champion stays (the new version is still ``candidate``)."""
-    import mlflow.xgboost
+    With no champion yet, the new version becomes champion. A champion whose run has no meta.json, or one on
+    another feature schema, cannot rank today's features, so it is replaced. Without common held-out groups
+    nothing can be compared fairly and the champion stays (the new version is still ``candidate``). When the
+    store cannot say which version is champion or what its meta.json holds (a server or artifact-store error),
+    the champion stays too: a transient error must not move the alias. The reason is recorded as the new
+    version's ``champion_decision`` tag."""
     from mlflow.exceptions import MlflowException
 
+    decision: dict = {"previous": None}
     try:
-        current = client.get_model_version_by_alias(name, CHAMPION)
-    except MlflowException:
-        current = None
-    decision: dict = {"previous": None if current is None else str(current.version)}
-    champ_meta = None if current is None else _run_meta(current.run_id)
-    if current is None:
-        decision.update(promoted=True, reason="no champion yet")
-    elif champ_meta is None or not model.is_compatible(champ_meta):
-        decision.update(promoted=True, reason="champion has no meta.json or other features")
+        current = _champion(client, name)
+        decision["previous"] = None if current is None else str(current.version)
+        champ_meta = None if current is None else _run_meta(client, current.run_id)
+    except (MlflowException, OSError) as e:
+        decision["error"] = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        decision.update(promoted=False, reason="could not read the champion or its meta.json: champion kept")
+        warnings.warn(f"{name}: {decision['reason']} ({decision['error']}); version {version} is candidate only",
+                      stacklevel=2)
     else:
-        groups = set(champ_meta["heldout"]["groups"]) & set(meta["heldout"]["groups"])
-        common = model.select_groups(table, sorted(groups))
-        if common.num_rows == 0:
-            decision.update(promoted=False, reason="no held-out groups in common with the champion")
+        if current is None:
+            decision.update(promoted=True, reason="no champion yet")
+        elif champ_meta is None:
+            decision.update(promoted=True, reason="champion has no meta.json")
+        elif not model.is_compatible(champ_meta):
+            decision.update(promoted=True, reason="champion has other features")
         else:
-            rest = table.filter(pc.invert(pc.is_in(table["group_id"], common["group_id"].unique())))
-            try:
-                champ_booster = mlflow.xgboost.load_model(f"models:/{name}@{CHAMPION}")
-            except MlflowException as e:
-                raise CostModelError(f"cannot load the champion of {name}: {e}") from None
-            gpu = meta["gpu"]
-            new, old = (evaluation.evaluate(model.CostModel(b, {"gpu": gpu}), common, rest, "champion").summary()
-                        for b in (booster, champ_booster))
-            decision.update(groups=new["groups"], candidate_top8_score=new["top8_score"],
-                            champion_top8_score=old["top8_score"], promoted=new["top8_score"] > old["top8_score"],
-                            reason="top8_score on the held-out groups both models never saw")
+            _compare(decision, name, booster, champ_meta, meta, table)
+    client.set_model_version_tag(name, version, "champion_decision", decision["reason"])
     if decision["promoted"]:
         client.set_registered_model_alias(name, CHAMPION, version)
     decision["champion_version"] = version if decision["promoted"] else decision["previous"]
     return decision
+
+
+def _compare(decision: dict, name: str, booster, champ_meta: dict, meta: dict, table: pa.Table) -> None:
+    """Rank the held-out groups both models never saw with both; the new version wins on a higher top-8 score."""
+    import mlflow.xgboost
+    from mlflow.exceptions import MlflowException
+
+    groups = set(champ_meta["heldout"]["groups"]) & set(meta["heldout"]["groups"])
+    common = model.select_groups(table, sorted(groups))
+    if common.num_rows == 0:
+        decision.update(promoted=False, reason="no held-out groups in common with the champion")
+        return
+    rest = table.filter(pc.invert(pc.is_in(table["group_id"], common["group_id"].unique())))
+    try:
+        champ_booster = mlflow.xgboost.load_model(f"models:/{name}@{CHAMPION}")
+    except MlflowException as e:
+        raise CostModelError(f"cannot load the champion of {name}: {e}") from None
+    gpu = meta["gpu"]
+    new, old = (evaluation.evaluate(model.CostModel(b, {"gpu": gpu}), common, rest, "champion").summary()
+                for b in (booster, champ_booster))
+    decision.update(groups=new["groups"], candidate_top8_score=new["top8_score"],
+                    champion_top8_score=old["top8_score"], promoted=new["top8_score"] > old["top8_score"],
+                    reason="top8_score on the held-out groups both models never saw")
 
 
 def registered_models() -> list[dict]:

@@ -28,14 +28,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
 
 import click
 import numpy as np
 
 from costmodel import dataset, hardware, model, space
 from costmodel.evaluation import expected_best_of_random_k, geomean
-from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead
+from benchlib import against_torch, log, time_all
+from costmodel.benchmark import IsolatedBenchmarker, Measurement
 from costmodel.kernels import get_family
 from tuner.decorator import to_triton
 
@@ -102,10 +102,6 @@ def helion_quick_matmul(problem: dict, dtype: str) -> dict:
     return {"wall_s": wall, "latency_ms": do_bench(lambda: matmul(a, b), return_mode="median")}
 
 
-def log(msg: str) -> None:
-    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
-
-
 def cold_triton_cache(base: str, scratch: str) -> str:
     """A fresh Triton cache holding only what ``base`` holds (Triton's kernel-independent driver module, which
     any machine that ever ran Triton has): no kernel binary and no launcher of these kernels."""
@@ -126,46 +122,7 @@ def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: st
     return json.loads(proc.stdout), time.perf_counter() - t0
 
 
-def alternating(timed: dict[str, Callable[[], object]], rounds: int,
-                time_one: Callable[[Callable[[], object]], float]) -> dict[str, list[float]]:
-    """Each callable's time by ``time_one`` once a round for ``rounds``, the order reversed every other round (the
-    GPU warms over a call, so a fixed order favours the first)."""
-    out: dict[str, list[float]] = {name: [] for name in timed}
-    names = list(timed)
-    for r in range(rounds):
-        for name in names if r % 2 == 0 else names[::-1]:
-            out[name].append(time_one(timed[name]))
-    return out
-
-
-def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
-    """torch.matmul and ``config``, do_bench ``alternating`` for ``rounds``: medians of each."""
-    import torch
-    from triton.testing import do_bench
-
-    fam = get_family("matmul")
-    a, b = fam.make_inputs(problem, dtype, "cuda")
-    c = fam.make_output(problem, dtype, "cuda")
-    ms = alternating({"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)},
-                     rounds, lambda fn: do_bench(fn, return_mode="median"))
-    torch_ms, ours_ms = statistics.median(ms["torch"]), statistics.median(ms["ours"])
-    return {"torch_ms": torch_ms, "tune_config_do_bench_ms": ours_ms, "tune_vs_torch": torch_ms / ours_ms,
-            "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
-
-
 REUSED_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache", "helion_quick")
-
-
-def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
-             what: str) -> list[Measurement]:
-    """The measurements of ``configs``, all compiled before the first is timed; logged as ``what``."""
-    compile_wait_s = compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
-    t_compiled = time.perf_counter()
-    ms = bench.measure(family, problem, dtype, configs)
-    oks = [m.latency_ms for m in ms if m.ok]
-    log(f"swept {len(configs)} {what}, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
-        f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks, default=0):.4f} ms")
-    return ms
 
 
 def ok_latencies(ms: list[Measurement]) -> list[float]:

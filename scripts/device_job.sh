@@ -6,6 +6,10 @@
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
+# tests runs the whole GPU suite (`-m gpu` over tests/; TEST_ARGS adds pytest arguments, TESTS_TIMEOUT caps it,
+# default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
+# Every step runs even when an earlier one failed; the job's exit status is the first failed step's (a pipeline's
+# status is its first failing command's: pipefail), 0 when every step passed.
 # The tune step needs xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -13,24 +17,53 @@ steps=$1; shift
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   && export PYTHONPATH=/tmp/site:$PWD || exit 1
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu,power.draw --format=csv | tee $OUT/gpu.txt
+
+left() { echo $(( ${DEADLINE:-580} - SECONDS - ${1:-0} )); }  # seconds to the deadline, less a margin
+at_most() { local l; l=$(left "$2"); echo $(( $1 < l ? $1 : l )); }
+no_json() { grep -v '^{'; [ $? -le 1 ]; }  # drop JSON rows (grep finding no other line is no failure)
+
+step_tests() {
+  COSTMODEL_TEST_GPU=1 timeout $(at_most ${TESTS_TIMEOUT:-420} 15) python3 -m pytest -q -p no:cacheprovider -m gpu \
+    --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
+}
+step_bench() { timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40; }
+step_collect() {
+  local t rc; t=$(left 25); echo "collect may take ${t}s"
+  rm -rf /tmp/data && cp -r data /tmp/data || return
+  timeout $t python3 -m costmodel collect --out /tmp/data --resume --json --time-budget $(( t - 45 )) "$@" \
+    > $OUT/collect.json 2> /tmp/collect.err
+  rc=$?
+  echo "collect rc $rc"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
+  (cd /tmp && tar cf $OUT/data.tar data) || return
+  return $rc
+}
+step_smoke() {
+  timeout 120 python3 -m costmodel tune --kernel rmsnorm --shape M=4096,N=4096 --no-cache --json > $OUT/smoke.json \
+    || { echo "smoke tune failed"; return 1; }
+  tail -c 400 $OUT/smoke.json
+}
+step_tune() {
+  timeout $(left) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 | no_json | tail -60
+}
+step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | no_json | tail -20; }
+step_split() {
+  timeout 240 python3 scripts/experiments/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000
+}
+step_repeat() { timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3; }
+
+status=0 failed=""
 for step in $steps; do
   echo "=== $step $(date +%T)"
-  case $step in
-    tests) COSTMODEL_TEST_GPU=1 timeout 150 python3 -m pytest -q -p no:cacheprovider -m gpu ${TEST_ARGS:-} tests/test_kernels_gpu.py 2>&1 | tail -25 ;;
-    bench) timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40 ;;
-    collect) left=$(( ${DEADLINE:-580} - SECONDS - 25 )); echo "collect may take ${left}s"
-             rm -rf /tmp/data && cp -r data /tmp/data
-             timeout $left python3 -m costmodel collect --out /tmp/data --resume --json --time-budget $(( left - 45 )) "$@" \
-               > $OUT/collect.json 2> /tmp/collect.err;
-             echo "collect rc $?"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
-             (cd /tmp && tar cf $OUT/data.tar data) ;;
-    smoke) timeout 120 python3 -m costmodel tune --kernel rmsnorm --shape M=4096,N=4096 --no-cache --json > $OUT/smoke.json \
-             || { echo "smoke tune failed"; exit 1; }; tail -c 400 $OUT/smoke.json ;;
-    tune) timeout $(( ${DEADLINE:-580} - SECONDS )) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 \
-            | grep -v '^{' | tail -60 ;;
-    sweep) timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | grep -v '^{' | tail -20 ;;
-    split) timeout 240 python3 scripts/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000 ;;
-    repeat) timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3 ;;
-  esac
+  if declare -F "step_$step" > /dev/null; then
+    "step_$step" "$@"
+    rc=$?
+  else
+    echo "unknown step $step"; rc=2
+  fi
+  if [ $rc -ne 0 ]; then
+    echo "=== $step FAILED (exit $rc)"; failed="$failed $step"
+    [ $status -ne 0 ] || status=$rc
+  fi
 done
-echo "=== end $(date +%T)"
+if [ -n "$failed" ]; then echo "=== end $(date +%T), failed:$failed"; else echo "=== end $(date +%T), every step passed"; fi
+exit $status

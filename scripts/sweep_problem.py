@@ -1,6 +1,6 @@
 """H200: a problem's whole valid space, timed by the collector's benchmarker, and what each knob value buys: the best
 latency at each value, and for each pair of values the twin ratios (configs equal but for that knob). For matmul,
-the fastest few then against torch.matmul with bench_tune's alternating do_bench.
+the fastest few then against torch.matmul with benchlib's alternating do_bench.
 
     PYTHONPATH=. python3 scripts/sweep_problem.py --out sweep.json [--problem matmul:M=5120,N=5120,K=5120:float16 ...]
 """
@@ -14,7 +14,7 @@ import time
 import click
 import numpy as np
 
-from bench_tune import against_torch, time_all
+from benchlib import against_torch, time_all
 from costmodel import dataset, hardware, space
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family

@@ -1,7 +1,10 @@
 """A tiny kernel family whose FAULT knob injects failures, for the collector's fault-tolerance tests:
 0 runs correctly, 1 raises, 2 kills its process (as an illegal memory access would), 3 hangs, 4 computes wrong,
 5 runs correctly but slowly (a run long enough to be killed mid-way), 6 raises a CUDA error (the worker reports
-it, then restarts: a CUDA error poisons the context)."""
+it, then restarts: a CUDA error poisons the context), 7 stores near address 0: a real illegal memory access on
+the device (the CUDA error of 6, raised by the driver), a segmentation fault under the interpreter (the death of 2).
+On a GPU the compile pool runs ``launch`` too (compiling only), where 1, 2, 3 and 6 act before the timing worker
+sees them (3 then hangs the run); 0, 4, 5 and 7 reach the timing worker."""
 
 import os
 import time
@@ -18,10 +21,20 @@ def scale_kernel(x, y, n, factor, BLOCK: tl.constexpr):
     tl.store(y + offs, tl.load(x + offs, mask=offs < n) * factor, mask=offs < n)
 
 
+@triton.jit
+def null_store_kernel(x, y, n, BLOCK: tl.constexpr):
+    """Stores x, unmasked, at byte address (y mod 4096) + 4 * offset: below 64 KiB for N up to 12000, where no
+    process maps memory (Linux's default mmap_min_addr, so not even host memory the GPU reaches through HMM is
+    there) and the device faults. The address comes from y at run time: no constant null store to fold away."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    page0 = (y.to(tl.int64) % 4096).to(tl.pointer_type(tl.float32))
+    tl.store(page0 + offs, tl.load(x + offs, mask=offs < n))
+
+
 class Faulty(KernelFamily):
     name = "faulty"
     dims = ("N",)
-    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5, 6)))
+    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5, 6, 7)))
     dtypes = ("float32",)
     tolerance = {"float32": 1e-5}
 
@@ -61,6 +74,9 @@ class Faulty(KernelFamily):
             time.sleep(0.1)
         factor = 3.0 if fault == 4 else 2.0
         n = problem["N"]
+        if fault == 7:
+            return launch(null_store_kernel, (triton.cdiv(n, config["BLOCK"]),), (inputs[0], out, n),
+                          {"BLOCK": config["BLOCK"]}, warmup)
         return launch(scale_kernel, (triton.cdiv(n, config["BLOCK"]),), (inputs[0], out, n, factor),
                       {"BLOCK": config["BLOCK"]}, warmup)
 

@@ -20,7 +20,7 @@ from collect.runner import run_plan
 from costmodel import dataset, space
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.errors import CostModelError
-from costmodel.hardware import KNOWN
+from costmodel.hardware import INTERPRETER, KNOWN
 from costmodel.kernels import get_family
 
 HW = KNOWN["nvidia-h200"]
@@ -76,7 +76,7 @@ def test_failures_are_recorded_and_the_run_goes_on():
 
 
 def test_interpreter_collect_end_to_end(tmp_path):
-    hw, rng = HW, np.random.default_rng(0)
+    hw, rng = INTERPRETER, np.random.default_rng(0)
     plan = []
     for family, problem, dtype in [("matmul", {"M": 40, "N": 48, "K": 72}, "float16"),
                                    ("softmax", {"M": 5, "N": 200}, "bfloat16")]:
@@ -90,7 +90,7 @@ def test_interpreter_collect_end_to_end(tmp_path):
     t = dataset.read(tmp_path)
     assert t.schema.equals(dataset.SCHEMA, check_metadata=False)
     assert t.num_rows == 6 and set(t["kernel"].to_pylist()) == {"matmul", "softmax"}
-    assert set(t["gpu"].to_pylist()) == {"nvidia-h200"}
+    assert set(t["gpu"].to_pylist()) == {"interpreter"} and set(t["hw_name"].to_pylist()) == {INTERPRETER.name}
     sm = dataset.read(tmp_path, filter=pc.field("kernel") == "softmax")
     assert sm.num_rows == 3 and sm["dim_N"].to_pylist() == [200] * 3 and sm["dim_K"].null_count == 3
     assert json.loads(sm["config_json"][0].as_py()) == get_family("softmax").default_config({"M": 5, "N": 200}, "bfloat16", hw)
@@ -101,9 +101,9 @@ import sys
 from collect.plan import GroupPlan
 from collect.runner import run_plan
 from costmodel.benchmark import IsolatedBenchmarker
-from costmodel.hardware import KNOWN
+from costmodel.hardware import INTERPRETER
 if __name__ == "__main__":
-    hw = KNOWN["nvidia-h200"]
+    hw = INTERPRETER
     plan = [GroupPlan("faulty_family:Faulty", {"N": n}, "float32",
                       tuple({"BLOCK": b, "FAULT": 5} for b in (16, 32)), False) for n in range(10, 30)]
     with IsolatedBenchmarker(hw, device="cpu") as bench:

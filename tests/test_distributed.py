@@ -25,9 +25,9 @@ from collect import cluster, parallel, runner
 from collect.plan import GroupPlan
 from costmodel import dataset
 from costmodel.benchmark import Measurement
-from costmodel.hardware import KNOWN
+from costmodel.hardware import INTERPRETER
 
-HW = KNOWN["nvidia-h200"]
+HW = INTERPRETER  # the workers run kernels under the interpreter: their rows are recorded as its
 FAULTY = "faulty_family:Faulty"
 pytestmark = pytest.mark.timeout(180)
 
@@ -44,6 +44,17 @@ def assert_exactly_once(root, plan: list[GroupPlan]) -> None:
     want = {(w.gid, dataset.canonical_json(c)) for w in runner.plan_work(plan, HW) for c in w.todo}
     assert set(got) == want, f"missing {len(want - set(got))}, unplanned {len(set(got) - want)}"
     assert max(got.values()) == 1, f"measured twice: {[k for k, v in got.items() if v > 1]}"
+
+
+def check_run(root):
+    """scripts/check_collect_runs.py's verdict on the run under ``root`` (the check the H200 runs get)."""
+    import importlib.util
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "check_collect_runs.py"
+    spec = importlib.util.spec_from_file_location("check_collect_runs", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod.check("run", Path(root))
 
 
 def wait_for(pattern: str, timeout: float = 90) -> None:
@@ -84,6 +95,15 @@ def test_gpu_worker_killed_mid_run_is_restarted_and_its_groups_requeued(tmp_path
     assert manifest["groups_measured"] == 24 and manifest["counts"]["ok"] == 48 == manifest["measured"]
     assert sorted(manifest["shards"]) == sorted(glob.glob(f"{out}/gpu=*/kernel=*/part-*.parquet"))
     assert {Path(s).name.split("-")[2] for s in manifest["shards"]} == {"w0", "w1"}, "shards named per worker"
+    runs = manifest["group_runs"]
+    assert sorted(r["index"] for r in runs) == list(range(24)), "each group published once, by one worker"
+    requeued = [r for r in runs if r["requeued"]]
+    assert requeued and all(r["pid"] != killed[0] for r in requeued), "the killed worker's groups finished elsewhere"
+    assert [w["groups"] for w in manifest["workers"]] == [sum(r["slot"] == i for r in runs) for i in (0, 1)]
+    assert sum(w["ok"] for w in manifest["workers"]) == 48
+    verdict = check_run(out)
+    assert verdict["duplicates"] == 0 and verdict["partial_groups"] == [] and verdict["unreported"] == {}
+    assert verdict["rows"] == 48 and verdict["deaths"] == 1
 
 
 class _Stub:
@@ -199,6 +219,13 @@ def test_dask_worker_killed_mid_run_loses_and_duplicates_nothing(dask_cluster, t
     assert summary["groups_measured"] == 24 and summary["counts"]["ok"] == 48
     assert_exactly_once(out, plan)
     assert json.loads((out / "_manifests" / "r1.json").read_text())["measured"] == 48
+    retried = {r["index"] for r in summary["retried_groups"]}
+    assert retried, "the group in the killed worker's hands is listed as run again"
+    assert all(r["pid"] != killed[0] for r in summary["group_runs"] if r["index"] in retried)
+    assert sum(w["groups"] for w in summary["workers"]) == 24
+    verdict = check_run(out)
+    assert verdict["duplicates"] == 0 and verdict["partial_groups"] == [] and verdict["unreported"] == {}
+    assert verdict["rows"] == 48 and verdict["retried_groups"] == summary["retried_groups"]
 
 
 def test_dask_collect_cli_to_a_filesystem_uri_and_resume(dask_cluster, cli, tmp_path):

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+import warnings
 
 import numpy as np
 import pytest
@@ -108,3 +109,75 @@ def test_train_logs_run_registers_model_and_moves_aliases(slice_root, mlflow_ser
     assert code == 0, stderr
     listed = {r["name"]: r for r in json.loads(stdout)["registered"]}
     assert listed[name]["aliases"] == {"candidate": second["version"], "champion": first["version"]}
+
+
+@pytest.fixture
+def fresh_registry(mlflow_server, monkeypatch):
+    """A client of the session's server with no ``costmodel-nvidia-h200`` registered model, before and after."""
+    from mlflow import MlflowClient
+    from mlflow.exceptions import MlflowException
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
+    client, name = MlflowClient(mlflow_server), tracking.registered_name("nvidia-h200")
+
+    def drop():
+        try:
+            client.delete_registered_model(name)
+        except MlflowException:
+            pass
+
+    drop()
+    yield client, name
+    drop()
+
+
+def test_a_champion_without_meta_is_replaced_but_a_read_error_keeps_it(slice_root, fresh_registry, cli, tmp_path,
+                                                                       monkeypatch):
+    """A champion whose run truly has no meta.json cannot be compared and is replaced; one whose meta.json the
+    store fails to hand over (an artifact-store error, once) stays champion, with a warning and the reason
+    recorded on the new version."""
+    import mlflow
+    import mlflow.xgboost
+    from mlflow.exceptions import MlflowException
+    from mlflow.protos.databricks_pb2 import TEMPORARILY_UNAVAILABLE
+
+    client, name = fresh_registry
+    mlflow.set_experiment(tracking.EXPERIMENT)
+    with mlflow.start_run(run_name="no-meta"):  # the shipped booster, logged without its meta.json
+        info = mlflow.xgboost.log_model(model.load("nvidia-h200").booster, name="model", registered_model_name=name)
+    bare = str(info.registered_model_version)
+    client.set_registered_model_alias(name, "champion", bare)
+
+    args = ["train", "--data", str(slice_root), "--out", str(tmp_path / "m"), "--track", "--register",
+            "--no-extra-splits", "--trees", "30", "--json"]
+    code, stdout, stderr = cli(*args)
+    assert code == 0, stderr
+    first = json.loads(stdout)["tracking"]["champion"]
+    assert first["previous"] == bare and first["promoted"] and first["reason"] == "champion has no meta.json"
+    champion = client.get_model_version_by_alias(name, "champion").version
+    assert champion == first["champion_version"] != bare
+
+    real, failed = mlflow.artifacts.download_artifacts, []
+
+    def fails_once(*a, **kw):
+        if kw.get("artifact_path") == model.META_FILE and not failed:
+            failed.append(kw["run_id"])
+            raise MlflowException("API request to /api/2.0/mlflow-artifacts/artifacts failed: 503 Service "
+                                  "Unavailable", error_code=TEMPORARILY_UNAVAILABLE)
+        return real(*a, **kw)
+
+    monkeypatch.setattr(mlflow.artifacts, "download_artifacts", fails_once)
+    with warnings.catch_warnings(record=True) as warned:
+        warnings.simplefilter("always")
+        code, stdout, stderr = cli(*args)
+    assert code == 0, stderr
+    second = json.loads(stdout)["tracking"]
+    decision = second["champion"]
+    assert failed == [client.get_model_version(name, champion).run_id]
+    assert client.get_model_version_by_alias(name, "champion").version == champion
+    assert not decision["promoted"] and decision["champion_version"] == decision["previous"] == champion
+    assert any("could not read the champion" in str(w.message) for w in warned)
+    assert "503" in decision["error"] and "could not read" in decision["reason"]
+    assert client.get_model_version_by_alias(name, "champion").version == champion
+    assert client.get_model_version_by_alias(name, "candidate").version == second["version"]
+    assert client.get_model_version(name, second["version"]).tags["champion_decision"] == decision["reason"]

@@ -1,7 +1,7 @@
 """What start-up costs a tune on this host: the figures behind the tuner's process set-up (benchmark.py's
 forkserver, compile processes without CUDA, meta inputs without meta randn). Usage on a GPU host:
 
-    PYTHONPATH=. python3 scripts/bench_startup.py [--out startup.json]
+    PYTHONPATH=. python3 scripts/experiments/bench_startup.py [--out startup.json]
 
 Each figure is new interpreters running a snippet: "wall_s" is timed from outside (interpreter start included),
 "inside_s" is what the snippet printed about its own last step. Median of --repeats runs; concurrent ones once.

@@ -3,7 +3,7 @@
 shared memory for a fourth stage at 128x256), alternating order, two ways: the benchmarker's short bursts (5 ms a
 config, L2 flushed) and do_bench's sustained 100 ms. Then names the kernel cuBLAS runs (torch.profiler).
 
-    PYTHONPATH=. python3 scripts/probe_matmul_gap.py     # writes $OUT/probe_matmul_gap.json (or ./)
+    PYTHONPATH=. python3 scripts/experiments/probe_matmul_gap.py [--out probe_matmul_gap.json]
 """
 
 from __future__ import annotations
@@ -11,18 +11,23 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import sys
+from pathlib import Path
 
+import click
 import torch
 import triton
 import triton.language as tl
 from triton.testing import do_bench
 from triton.tools.tensor_descriptor import TensorDescriptor
 
-from bench_tune import alternating
 from costmodel import hardware
 from costmodel.benchmark import time_callable
 from costmodel.kernels import get_family
 from costmodel.kernels.matmul import _tile_accumulate, _tile_coords
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: benchlib
+from benchlib import alternating  # noqa: E402
 
 PROBLEM = {"M": 5120, "N": 5120, "K": 5120}
 SPACE_BEST = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 0,
@@ -93,13 +98,15 @@ def cublas_kernels() -> list[str]:
     return sorted({e.name for e in prof.events() if e.device_type.name == "CUDA"})
 
 
-def main() -> None:
+@click.command()
+@click.option("--out", default=os.path.join(os.environ.get("OUT", "."), "probe_matmul_gap.json"), show_default=True)
+def main(out: str) -> None:
     hw = hardware.current()
-    out = {dtype: probe(dtype, hw) for dtype in ("float16", "bfloat16")}
-    out["cublas_kernels"] = cublas_kernels()
-    print(json.dumps(out, indent=1))
-    with open(os.path.join(os.environ.get("OUT", "."), "probe_matmul_gap.json"), "w") as f:
-        json.dump(out, f, indent=1)
+    res = {dtype: probe(dtype, hw) for dtype in ("float16", "bfloat16")}
+    res["cublas_kernels"] = cublas_kernels()
+    print(json.dumps(res, indent=1))
+    with open(out, "w") as f:
+        json.dump(res, f, indent=1)
 
 
 if __name__ == "__main__":

@@ -1,23 +1,27 @@
 """H200: what the matmul's SPLIT_TAIL=1 buys (session 4, before the second reduction kernel, SPLIT_TAIL=2, existed;
 scripts/sweep_problem.py compares every value of every knob). For each problem, every valid SPLIT_TAIL=1 config and
 its twin without the split (same tiles, TMA, warps and stages) timed by the collector's benchmarker; the twin /
-split latency ratios, the best of each set, and each best against torch.matmul with bench_tune's alternating
+split latency ratios, the best of each set, and each best against torch.matmul with benchlib's alternating
 do_bench.
 
-    PYTHONPATH=. python3 scripts/bench_split_tail.py --out split_tail.json [--problem M=5120,N=5120,K=5120:float16 ...]
+    PYTHONPATH=. python3 scripts/experiments/bench_split_tail.py --out split_tail.json [--problem M=5120,N=5120,K=5120:float16 ...]
 """
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 
 import click
 import numpy as np
 
-from bench_tune import against_torch, time_all
 from costmodel import hardware, space
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.kernels import get_family
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: benchlib
+from benchlib import against_torch, time_all  # noqa: E402
 
 DEFAULT_PROBLEMS = ("M=5120,N=5120,K=5120:float16", "M=5120,N=5120,K=5120:bfloat16")
 

@@ -1,0 +1,57 @@
+"""Timing helpers shared by the GPU benchmark scripts (bench_tune.py, sweep_problem.py and the experiments under
+scripts/experiments/): compile a config list ahead and time it with the collector's benchmarker, and time
+callables against each other in alternating order (torch.matmul against a config, with do_bench).
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from typing import Callable
+
+from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead
+from costmodel.kernels import get_family
+
+
+def log(msg: str) -> None:
+    print(f"{time.strftime('%H:%M:%S')} {msg}", file=sys.stderr, flush=True)
+
+
+def alternating(timed: dict[str, Callable[[], object]], rounds: int,
+                time_one: Callable[[Callable[[], object]], float]) -> dict[str, list[float]]:
+    """Each callable's time by ``time_one`` once a round for ``rounds``, the order reversed every other round (the
+    GPU warms over a call, so a fixed order favours the first)."""
+    out: dict[str, list[float]] = {name: [] for name in timed}
+    names = list(timed)
+    for r in range(rounds):
+        for name in names if r % 2 == 0 else names[::-1]:
+            out[name].append(time_one(timed[name]))
+    return out
+
+
+def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
+    """torch.matmul and ``config``, do_bench ``alternating`` for ``rounds``: medians of each."""
+    import torch
+    from triton.testing import do_bench
+
+    fam = get_family("matmul")
+    a, b = fam.make_inputs(problem, dtype, "cuda")
+    c = fam.make_output(problem, dtype, "cuda")
+    ms = alternating({"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)},
+                     rounds, lambda fn: do_bench(fn, return_mode="median"))
+    torch_ms, ours_ms = statistics.median(ms["torch"]), statistics.median(ms["ours"])
+    return {"torch_ms": torch_ms, "tune_config_do_bench_ms": ours_ms, "tune_vs_torch": torch_ms / ours_ms,
+            "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
+
+
+def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
+             what: str) -> list[Measurement]:
+    """The measurements of ``configs``, all compiled before the first is timed; logged as ``what``."""
+    compile_wait_s = compile_ahead(bench, family, problem, dtype, configs, poll_s=0.05)
+    t_compiled = time.perf_counter()
+    ms = bench.measure(family, problem, dtype, configs)
+    oks = [m.latency_ms for m in ms if m.ok]
+    log(f"swept {len(configs)} {what}, {len(oks)} ok, compiled in {compile_wait_s:.0f} s, timed in "
+        f"{time.perf_counter() - t_compiled:.0f} s: best {min(oks, default=0):.4f} ms")
+    return ms

@@ -1,0 +1,53 @@
+"""A real device fault in the collector: a config whose kernel stores to an address no process maps faults on the
+GPU (illegal memory access, which poisons the CUDA context); the timing worker reports it and is restarted, and the
+run goes on: the configs after it in its group (timed by the new worker) and the other group measure ok."""
+
+import json
+
+import pytest
+
+from collect.plan import GroupPlan
+from collect.runner import run_plan
+from costmodel import dataset
+from costmodel.benchmark import IsolatedBenchmarker, interpreting
+
+FAULTY = "faulty_family:Faulty"
+OK16, OK32, SLOW = {"BLOCK": 16, "FAULT": 0}, {"BLOCK": 32, "FAULT": 0}, {"BLOCK": 16, "FAULT": 5}
+FAULT = {"BLOCK": 16, "FAULT": 7}  # the null-page store (tests/faulty_family.py)
+
+
+def _collect(tmp_path, hw, device: str):
+    """Two groups, the faulting config second in the first: (summary, restarts, {(N, config json): row})."""
+    plan = [GroupPlan(FAULTY, {"N": 200}, "float32", (OK16, FAULT, OK32, SLOW), False),
+            GroupPlan(FAULTY, {"N": 333}, "float32", (OK16, OK32), False)]
+    with IsolatedBenchmarker(hw, device=device, compile_workers=2) as bench:
+        summary = run_plan(plan, tmp_path, bench, hw, run_id="fault")
+        restarts = bench.restarts
+    rows = dataset.read(tmp_path).to_pylist()
+    return summary, restarts, {(json.loads(r["problem_json"])["N"], r["config_json"]): r for r in rows}
+
+
+@pytest.mark.gpu
+def test_illegal_address_on_the_device_restarts_the_worker_and_the_run_goes_on(tmp_path):
+    from costmodel import hardware
+
+    summary, restarts, rows = _collect(tmp_path, hardware.current(), "cuda")
+    fault = rows.pop((200, dataset.canonical_json(FAULT)))
+    assert fault["status"] == "runtime_error", fault
+    assert "CUDA error" in fault["error"] and "illegal memory access" in fault["error"], fault["error"]
+    assert restarts == 1  # the poisoned context is dropped once; every later config ran on the new worker
+    assert len(rows) == 5 and all(r["status"] == "ok" and r["latency_ms"] > 0 for r in rows.values()), rows
+    assert summary["state"] == "complete" and summary["counts"]["ok"] == 5 and summary["counts"]["runtime_error"] == 1
+
+
+@pytest.mark.skipif(not interpreting(), reason="the interpreter's form of the fault (a segfault on the CPU)")
+def test_the_null_page_store_kills_an_interpreter_worker_too(tmp_path):
+    """The same config under TRITON_INTERPRET=1: the store segfaults the timing worker, which is restarted."""
+    from costmodel.hardware import KNOWN
+
+    summary, restarts, rows = _collect(tmp_path, KNOWN["nvidia-h200"], "cpu")
+    fault = rows.pop((200, dataset.canonical_json(FAULT)))
+    assert fault["status"] == "runtime_error" and fault["error"] == "worker died"
+    assert restarts == 1
+    assert len(rows) == 5 and all(r["status"] == "ok" for r in rows.values()), rows
+    assert summary["counts"]["ok"] == 5

@@ -1,0 +1,139 @@
+"""What gets into the dataset and its manifests is what was measured (issue 14, items 1, 3 and 8): interpreter
+timings never reach a GPU's partition or its model, a manifest counts what its run published, and a plan sweeps
+the whole space of no more groups than asked."""
+
+import collections
+import json
+import shutil
+from pathlib import Path
+
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+
+from collect.plan import GroupPlan, make_plan
+from collect.runner import run_plan
+from costmodel import dataset, model, space
+from costmodel.benchmark import IsolatedBenchmarker, ReplayBenchmarker
+from costmodel.errors import CostModelError
+from costmodel.hardware import INTERPRETER, KNOWN
+from costmodel.kernels import get_family
+
+H200 = KNOWN["nvidia-h200"]
+FAULTY = "faulty_family:Faulty"
+
+
+# --- 1: interpreter timings stay out of a GPU's partition and model ------------------------------------------
+
+def test_interpreter_collect_writes_its_own_partition_that_no_gpu_trains_on(cli, tmp_path, data_root):
+    out = tmp_path / "data"
+    code, stdout, err = cli("collect", "--kernel", FAULTY, "--groups", "1", "--configs-per-group", "2", "--seed", "1",
+                            "--timeout", "2", "--out", str(out), "--json")
+    assert code == 0, err
+    s = json.loads(stdout)
+    assert s["gpu"] == "interpreter" and s["hw_name"] == INTERPRETER.name
+    assert [p.name for p in out.glob("gpu=*")] == ["gpu=interpreter"]
+    t = dataset.read(out)
+    assert set(t["gpu"].to_pylist()) == {"interpreter"} and set(t["hw_name"].to_pylist()) == {INTERPRETER.name}
+    # item 8: 2 configs asked, 2 measured; the default share (0.1) of one group rounds down to no sweep
+    assert s["exhaustive_groups"] == 0 and s["exhaustive_configs"] == 0 and s["measured"] == t.num_rows == 2
+
+    for gpu in ([], ["--gpu", "interpreter"]):
+        code, _, err = cli("train", "--data", str(out), *gpu, "--out", str(tmp_path / "m"), "--no-track",
+                           "--no-extra-splits")
+        assert code == 2 and "TRITON_INTERPRET=1" in err and len(err.strip().splitlines()) == 1, err
+        assert not (tmp_path / "m").exists()
+
+    # interpreter rows written into a GPU's partition (not by the collector, which refuses) still stay out
+    mixed = tmp_path / "mixed"
+    real = next((data_root / "gpu=nvidia-h200" / "kernel=softmax").glob("part-*.parquet"))
+    for src, kernel in ((real, "softmax"), (next(out.glob("gpu=*/kernel=*/*.parquet")), "faulty")):
+        (mixed / "gpu=nvidia-h200" / f"kernel={kernel}").mkdir(parents=True)
+        shutil.copy(src, mixed / "gpu=nvidia-h200" / f"kernel={kernel}" / src.name)
+    table, gpu = model.training_table(mixed)
+    assert gpu == "nvidia-h200" and table.num_rows == pq.read_metadata(real).num_rows
+    assert set(table["hw_name"].to_pylist()) == {"NVIDIA H200"}
+
+
+def test_collectors_refuse_interpreter_timings_for_a_gpu(tmp_path):
+    from collect import parallel
+
+    g = GroupPlan(FAULTY, {"N": 20}, "float32", ({"BLOCK": 16, "FAULT": 0},), False)
+    with IsolatedBenchmarker(H200, device="cpu") as bench:
+        with pytest.raises(CostModelError, match="gpu=interpreter"):
+            run_plan([g], tmp_path / "data", bench, H200, run_id="r1")
+    with pytest.raises(CostModelError, match="gpu=interpreter"):
+        parallel.run_parallel([g], tmp_path / "data", H200, [None], run_id="r2")
+    assert not (tmp_path / "data").exists(), "nothing written"
+
+
+# --- 3: manifests count what their run published ---------------------------------------------------------------
+
+def _run_rows(root: Path) -> dict[str, list[tuple]]:
+    """(group_id, status, shard name) of every row of every shard under ``root``, by run id, read raw."""
+    rows = collections.defaultdict(list)
+    for path in sorted(root.glob("gpu=*/kernel=*/part-*.parquet")):
+        t = pq.read_table(path, columns=["run_id", "group_id", "status"])
+        for run, gid, status in zip(*(t[c].to_pylist() for c in t.column_names)):
+            rows[run].append((gid, status, path.name))
+    return rows
+
+
+def assert_manifest_tells_the_truth(root: Path, m: dict) -> None:
+    rows = _run_rows(root)[m["run_id"]]
+    where = m["run_id"]
+    assert m["groups_measured"] == len({gid for gid, _, _ in rows}), where
+    assert m["measured"] == len(rows) == sum(m["counts"].values()), where
+    assert {k: v for k, v in m["counts"].items() if v} == dict(collections.Counter(s for _, s, _ in rows)), where
+    assert sorted(Path(p).name for p in m["shards"]) == sorted({name for _, _, name in rows}), where
+    if m["state"] == "complete":
+        assert m["groups_measured"] + m.get("groups_done_before", 0) == m["groups"], where
+
+
+def test_committed_manifests_count_what_their_shards_hold(data_root):
+    manifests = sorted((data_root / "_manifests").glob("*.json"))
+    if not manifests:
+        pytest.skip(f"no manifests under {data_root}")
+    for path in manifests:
+        assert_manifest_tells_the_truth(data_root, json.loads(path.read_text()))
+
+
+def test_a_run_ended_by_an_error_says_failed_and_counts_only_what_it_published(tmp_path, data_root):
+    """Replayed H200 measurements; the second group holds a config never recorded, so the benchmarker raises
+    mid-run (as a broken GPU or a full disk would)."""
+    t = dataset.read(data_root, filter=(pc.field("kernel") == "matmul") & ~pc.field("exhaustive"))
+    gids = sorted(set(t["group_id"].to_pylist()))[:2]
+    plan = []
+    for gid in gids:
+        g = t.filter(pc.equal(t["group_id"], gid))
+        problem, dtype = json.loads(g["problem_json"][0].as_py()), g["dtype"][0].as_py()
+        configs = tuple(json.loads(c) for c in g["config_json"].to_pylist()[:3])
+        plan.append(GroupPlan("matmul", problem, dtype, configs, False))
+    bench, second = ReplayBenchmarker(t), plan[1]
+    recorded = {dataset.canonical_json(c) for c in bench.recorded_configs("matmul", second.problem, second.dtype)}
+    never = next(c for c in space.enumerate_valid(get_family("matmul"), second.problem, second.dtype, H200)
+                 if dataset.canonical_json(c) not in recorded)
+    plan[1] = GroupPlan("matmul", second.problem, second.dtype, (*second.configs, never), False)
+    out = tmp_path / "data"
+    with pytest.raises(KeyError):
+        run_plan(plan, out, bench, H200, run_id="r1")
+    m = json.loads((out / "_manifests" / "r1.json").read_text())
+    assert m["state"] == "failed" and m["groups"] == 2 and m["groups_measured"] == 1 and m["measured"] == 3
+    assert_manifest_tells_the_truth(out, m)
+
+
+# --- 8: a plan sweeps no more groups than asked -----------------------------------------------------------------
+
+def test_exhaustive_groups_are_the_share_rounded_down():
+    one = make_plan(["matmul"], 1, 2, None, seed=0, hw=H200)  # default share 0.1
+    assert len(one) == 1 and not one[0].exhaustive and len(one[0].configs) == 2
+    for families, groups, share, sweeps in ((["matmul"], 9, 0.1, 0), (["matmul"], 10, 0.1, 1),
+                                            (["softmax", "rmsnorm"], 10, 0.25, 2), (["softmax"], 4, 0, 0),
+                                            (["softmax", "rmsnorm", "layernorm"], 30, 0.1, 3)):
+        plan = make_plan(families, groups, 5, None, seed=0, hw=H200, exhaustive_share=share)
+        assert sum(g.exhaustive for g in plan) == sweeps, (families, groups, share)
+        assert all(len(g.configs) <= 5 for g in plan if not g.exhaustive)
+    spread = make_plan(["softmax", "rmsnorm", "layernorm"], 30, 5, None, seed=0, hw=H200, exhaustive_share=0.1)
+    assert {g.family for g in spread if g.exhaustive} == {"softmax", "rmsnorm", "layernorm"}
+    with pytest.raises(CostModelError, match="from 0 to 1"):
+        make_plan(["matmul"], 10, 5, None, seed=0, hw=H200, exhaustive_share=1.5)
