@@ -50,15 +50,17 @@ def _rank_panels(ev: Evaluation, path: Path) -> None:
     ranks = {f: np.concatenate([g.ranks for g in ev.groups if g.kernel == f] or [np.empty((0, 2))]) for f in families}
     ncols = min(3, max(1, len(families)))
     nrows = -(-max(1, len(families)) // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(4 * ncols + 1, 4 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(4.2 * ncols + 1.2, 4.2 * nrows), squeeze=False,
+                             layout="constrained")
     hexes = []
     for ax, family in zip(axes.flat, families):
         r = ranks[family]
         hexes.append(ax.hexbin(r[:, 1], r[:, 0], gridsize=25, cmap="viridis", mincnt=1, extent=(0, 1, 0, 1)))
         ax.plot([0, 1], [0, 1], color="grey", lw=1, ls="--")
         groups = sum(g.kernel == family for g in ev.groups)
-        ax.set(title=f"{family} ({groups} groups, {len(r)} configs)", xlim=(0, 1), ylim=(0, 1),
-               xlabel="measured rank (0 = fastest)", ylabel="predicted rank (0 = predicted fastest)")
+        ax.set(title=f"{family}\n{groups} groups, {len(r)} configs", xlim=(0, 1), ylim=(0, 1),
+               xlabel="measured rank (0 = fastest)", ylabel="predicted rank (0 = predicted fastest)"
+               if ax in axes[:, 0] else None)
     for ax in axes.flat[len(families):]:
         ax.set_visible(False)
     if hexes:  # one colour scale for every panel
@@ -67,5 +69,5 @@ def _rank_panels(ev: Evaluation, path: Path) -> None:
             h.set_norm(norm)
         fig.colorbar(hexes[0], ax=axes.ravel().tolist(), label="configs per hexagon (log scale)")
     fig.suptitle(f"predicted vs measured rank, {ev.split} split")
-    fig.savefig(path, dpi=120, bbox_inches="tight")
+    fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -234,7 +234,7 @@ def test_evaluate_heldout_beats_random(trained, slice_root, cli, tmp_path, monke
     # predicted vs measured rank: a panel per kernel family, one shared colour bar
     fig = saved["predicted_vs_measured_rank.png"]
     colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
-    panels = [ax.get_title().split(" (")[0] for ax in fig.axes if ax.get_visible() and ax not in colorbars]
+    panels = [ax.get_title().split("\n")[0] for ax in fig.axes if ax.get_visible() and ax not in colorbars]
     assert len(colorbars) == 1 and "log" in colorbars[0].get_ylabel()
     assert sorted(panels) == sorted(r["per_kernel"]) and len(panels) > 1
 
