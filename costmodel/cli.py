@@ -4,16 +4,22 @@ from __future__ import annotations
 
 import functools
 import json
+import os
+import re
 import signal
 import sys
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
 
+from costmodel import __version__
 from costmodel.errors import CostModelError
 
-err_console = Console(stderr=True)
+# a pipe or a file gets wide lines rather than rich's 80 columns, which cut knob names (EPILOGUE_SUBT…) and model
+# paths and wrapped every table; a terminal (or COLUMNS) keeps its own width
+PIPED_WIDTH = 200
+err_console = Console(stderr=True, width=None if sys.stderr.isatty() or os.environ.get("COLUMNS") else PIPED_WIDTH)
 
 
 def _emit(obj: dict, as_json: bool, table: Table | None = None) -> None:
@@ -37,18 +43,26 @@ def handle_errors(fn):
     return wrapper
 
 
-def parse_shape(text: str) -> dict[str, int]:
-    """'M=4096,N=4096,K=4096' -> {'M': 4096, ...} (values validated by the family)."""
-    out = {}
-    for part in filter(None, text.split(",")):
-        if "=" not in part:
+def parse_shape(text: str) -> dict[str, str]:
+    """'M=4096,N=4096,K=4096' -> {'M': '4096', ...}: each dim once, none past features.MAX_DIM (the family checks the
+    rest: the dims it needs, integers, its lower bounds)."""
+    from costmodel.features import MAX_DIM
+
+    out: dict[str, str] = {}
+    for part in text.split(","):
+        name, eq, value = (s.strip() for s in part.partition("="))
+        if not (name and eq and value):
             raise CostModelError(f"bad shape {text!r}: expected NAME=VALUE[,NAME=VALUE...]")
-        k, v = part.split("=", 1)
-        out[k.strip()] = v.strip()
+        if name in out:
+            raise CostModelError(f"bad shape {text!r}: dim {name} given twice")
+        if re.fullmatch(r"[+-]?\d+", value) and int(value) > MAX_DIM:
+            raise CostModelError(f"bad shape {text!r}: {name}={value} is over the largest dim, {MAX_DIM} (2**31-1)")
+        out[name] = value
     return out
 
 
 @click.group()
+@click.version_option(__version__, prog_name="costmodel")  # from the package: a plain checkout has no metadata
 def main() -> None:
     """costmodel: learned cost-model tuning for Triton kernels."""
 
@@ -75,7 +89,8 @@ def kernels(as_json: bool) -> None:
                      "sample_problem": problem, "sample_dtype": dtype,
                      "valid_configs": len(space.enumerate_valid(fam, problem, dtype, hw)),
                      "default_config": fam.default_config(problem, dtype, hw), "kernel_hash": fam.kernel_hash})
-    table = Table("family", "dims", "knobs", "valid / space", "sample problem", title=f"kernel families ({hw.gpu})")
+    table = Table("family", "dims", Column("knobs", overflow="fold"), "valid / space", "sample problem",
+                  title=f"kernel families ({hw.gpu})")
     for r in rows:
         table.add_row(r["family"], ",".join(r["dims"]), ", ".join(r["knobs"]),
                       f"{r['valid_configs']} / {r['space_size']}", json.dumps(r["sample_problem"]))
@@ -131,6 +146,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     if gpus and dask_address:
         raise CostModelError("--gpus and --dask are alternatives: pass one")
     where = tuple(DimBound.parse(b) for b in bounds)
+    for b in where:  # bad input, before anything asks for a GPU
+        if lacking := [n for n in names if b.dim not in get_family(n).dims]:
+            raise CostModelError(f"--where {b.dim}{b.op}{b.value}: {', '.join(lacking)} has no dim {b.dim}")
     if "://" in out and not dask_address:
         raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
 
@@ -147,6 +165,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
         with connect(dask_address) as dask_client:
             hw = cluster.cluster_hardware(dask_client, device == "cpu")
             plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
+            _check_where_left_problems(plan, names, bounds)
             _describe_plan(plan, hw.gpu)
             summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,
                                        console=err_console, timeout_s=timeout, time_budget_s=time_budget)
@@ -156,8 +175,10 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             from collect.parallel import resolve_gpus
 
             workers = resolve_gpus(gpus, device == "cpu")
-        hw = hardware.INTERPRETER if device == "cpu" else hardware.current()
+        hw = hardware.INTERPRETER if device == "cpu" else visible_gpu("collect measures on a GPU: run it on a GPU "
+                                                                      "host")
         plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
+        _check_where_left_problems(plan, names, bounds)
         _describe_plan(plan, hw.gpu)
         if workers:
             from collect.parallel import run_parallel
@@ -178,6 +199,22 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     _emit(summary, as_json, table)
 
 
+def visible_gpu(hint: str):
+    """The visible GPU's hardware record; without one, an error that says what this command can do instead."""
+    from costmodel import hardware
+
+    try:
+        return hardware.current()
+    except CostModelError:
+        raise CostModelError(f"no CUDA GPU is visible: {hint}") from None
+
+
+def _check_where_left_problems(plan: list, names: list[str], bounds: tuple[str, ...]) -> None:
+    """A ``--where`` that leaves a family no problem is a mistake to report, not an empty run."""
+    if bounds and (empty := [n for n in names if not any(g.family == n for g in plan)]):
+        raise CostModelError(f"--where {' '.join(bounds)} leaves no problem of {', '.join(empty)} to measure")
+
+
 def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     from rich import box
 
@@ -187,22 +224,34 @@ def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     return table
 
 
-def _report_tables(summary: dict, title: str) -> tuple[Table, Table]:
-    """Model vs baselines at each k, and the headline figures per kernel family."""
+def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
+    """``result`` as JSON, or the report tables: the headline figures per kernel family, model vs baselines at
+    each k, and what their columns mean (full width below the tables, not a caption squeezed to theirs)."""
+    from rich.text import Text
+
     from costmodel import evaluation as e
 
+    if as_json:
+        return _emit(result, as_json)
     per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
-    per_kernel.caption = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
-                          f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}")
-    return _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines"), per_kernel
+    overall = _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines")
+    figures = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
+               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}")
+    for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
+        err_console.print(part)
 
 
 @main.command()
 @click.option("--data", default="data", show_default=True, type=click.Path(), help="dataset root")
 @click.option("--gpu", default=None, help="GPU slug to train for (default: the only GPU in --data)")
-@click.option("--out", default=None, type=click.Path(), help="model directory (default: costmodel/models/<gpu>)")
+@click.option("--out", default=None, type=click.Path(), help="model directory (default: out/models/<gpu>)")
+@click.option("--ship", is_flag=True,
+              help="replace the shipped model costmodel/models/<gpu> (what tune and evaluate use by default); "
+                   "registers it when tracking")
 @click.option("--track/--no-track", default=True, show_default=True,
-              help="log the run and register the model in MLflow (MLFLOW_TRACKING_URI, else MLflow's default store)")
+              help="log the run in MLflow (MLFLOW_TRACKING_URI, else MLflow's default store)")
+@click.option("--register", is_flag=True, help="also register the model as a new version of costmodel-<gpu> "
+                                               "(a candidate for champion); --ship implies it")
 @click.option("--extra-splits/--no-extra-splits", default=True, show_default=True,
               help="also evaluate fresh models on the dissimilar and leave-one-family-out splits (model card)")
 @click.option("--trees", default=None, type=int, help="at most this many trees (default 400; early stopping cuts)")
@@ -211,8 +260,9 @@ def _report_tables(summary: dict, title: str) -> tuple[Table, Table]:
               help="boost with xgboost.dask on the Dask scheduler at ADDRESS (groups kept whole per partition)")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def train(data, gpu, out, track, extra_splits, trees, seed, dask_address, as_json):
+def train(data, gpu, out, ship, track, register, extra_splits, trees, seed, dask_address, as_json):
     """Train the ranking model for one GPU; write model.ubj, meta.json and MODEL_CARD.md."""
+    import contextlib
     import dataclasses
     import time
     from importlib.util import find_spec
@@ -220,6 +270,11 @@ def train(data, gpu, out, track, extra_splits, trees, seed, dask_address, as_jso
 
     from costmodel import evaluation, model
 
+    if ship and out:
+        raise CostModelError("--ship writes the shipped model's directory: drop --out")
+    if register and not track:
+        raise CostModelError("--register registers the model in MLflow: drop --no-track")
+    register = (register or ship) and track
     if track and find_spec("mlflow") is None:
         raise CostModelError("mlflow is not installed: pip install 'costmodel[track]', or pass --no-track")
     t0 = time.perf_counter()
@@ -228,23 +283,26 @@ def train(data, gpu, out, track, extra_splits, trees, seed, dask_address, as_jso
     if trees is not None:
         params = dataclasses.replace(params, n_estimators=trees)
     extra = dataclasses.replace(model.FAST, seed=seed, dask=dask_address) if extra_splits else None
-    with err_console.status(f"training on {table.num_rows} measurements of {gpu}" +
-                            (" (then the dissimilar and leave-one-family-out splits)" if extra_splits else "")):
-        booster, meta, evals = evaluation.train_model(table, gpu, params, seed, extra)
-    out_dir = model.save(out or model.MODELS_DIR / gpu, booster, meta, evaluation.model_card(meta, evals))
-    result = {"gpu": gpu, "out": str(out_dir), "data_hash": meta["data"]["hash"], "rows": meta["data"]["rows"],
-              "groups": meta["data"]["groups"], "trees": meta["trees"], "heldout": meta["metrics"],
-              **meta["extra_splits"]}
+    out_dir = model.MODELS_DIR / gpu if ship else Path(out or Path("out", "models", gpu))
+
+    def progress(stage: str) -> None:  # a line per stage: a pipe shows no spinner, and training takes a while
+        click.echo(f"[{time.perf_counter() - t0:5.1f} s] {stage}", err=True)
+
     if track:
         from costmodel import tracking
-
-        result["tracking"] = tracking.log_training(Path(out_dir), booster, meta, evals, table, Path(data))
+    with tracking.training_run(gpu) if track else contextlib.nullcontext():
+        progress(f"training on {table.num_rows} measurements of {gpu}")
+        booster, meta, evals = evaluation.train_model(table, gpu, params, seed, extra, progress=progress)
+        out_dir = model.save(out_dir, booster, meta, evaluation.model_card(meta, evals))
+        result = {"gpu": gpu, "out": str(out_dir), "shipped": ship, "data_hash": meta["data"]["hash"],
+                  "rows": meta["data"]["rows"], "groups": meta["data"]["groups"], "trees": meta["trees"],
+                  "heldout": meta["metrics"], **meta["extra_splits"]}
+        if track:
+            progress("logging the run" + (" and registering the model" if register else "") + " in MLflow")
+            result["tracking"] = tracking.log_training(Path(out_dir), booster, meta, evals, table, Path(data), register)
     result["wall_s"] = round(time.perf_counter() - t0, 2)
-    overall, per_kernel = _report_tables(meta["metrics"], f"held-out groups ({gpu})")
-    if not as_json:
-        err_console.print(per_kernel)
-        err_console.print(f"model written to {out_dir} ({meta['trees']} trees, data {meta['data']['hash']})")
-    _emit(result, as_json, overall)
+    progress(f"model written to {out_dir} ({meta['trees']} trees, data {meta['data']['hash']})")
+    _report(meta["metrics"], f"held-out groups ({gpu})", result, as_json)
 
 
 @main.command()
@@ -281,17 +339,14 @@ def evaluate(data, model_ref, how, plots, seed, as_json):
         test, train = model.select_groups(table, held & ids), model.select_groups(table, ids - held)
         ev = evaluation.evaluate(cm, test, train, how)
     else:
-        with err_console.status(f"training fresh models for the {how} split"):
-            ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed)
+        ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed,
+                                       lambda line: click.echo(line, err=True))
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
     if plots:
         from costmodel.plots import write_plots
 
         summary["plots"] = write_plots(ev, plots)
-    overall, per_kernel = _report_tables(summary, f"{how} split, {summary['groups']} groups")
-    if not as_json:
-        err_console.print(per_kernel)
-    _emit(summary, as_json, overall)
+    _report(summary, f"{how} split, {summary['groups']} groups", summary, as_json)
 
 
 @main.command()
@@ -316,7 +371,7 @@ def models(as_json):
         from costmodel import tracking
 
         registry["registered"] = tracking.registered_models()
-    table = Table("kind", "name / gpu", "detail", title="models")
+    table = Table("kind", "name / gpu", Column("detail", overflow="fold"), title="models")
     for m in shipped:
         top8 = "-" if m.get("top8_score") is None else f"{m['top8_score']:.3f}"
         detail = m.get("error") or f"{m['path']}  top8 {top8}  data {m['data_hash']}"
@@ -333,7 +388,7 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
     from costmodel import hardware, model
 
     if not predict_only:
-        hw = hardware.current()
+        hw = visible_gpu("tune measures on a GPU; --predict-only ranks without one")
         if gpu and gpu != hw.gpu:
             raise CostModelError(f"--gpu {gpu} but the visible GPU is {hw.gpu}")
         return hw, model.load(cost_model_ref or hw.gpu, gpu=hw.gpu)
@@ -342,7 +397,7 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
     cm = model.load(cost_model_ref or gpu, gpu=gpu) if (cost_model_ref or gpu) else None
     if cm is None:
         raise CostModelError(f"--predict-only needs --gpu (shipped models: {', '.join(shipped) or 'none'})")
-    return hardware.HardwareRecord(**cm.meta["hardware"]), cm
+    return cm.hardware, cm
 
 
 @main.command()
@@ -378,8 +433,9 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
         from tuner.tune import predict
 
         out = predict(family, problem, dtype, hw, cm, k)
-        table = Table("rank", "config", title=f"{family} {dtype} {json.dumps(problem)}: predicted top {k} of "
-                                              f"{out['candidates']} ({out['wall_s'] * 1e3:.0f} ms, nothing measured)")
+        table = Table("rank", Column("config", overflow="fold"),
+                      title=f"{family} {dtype} {json.dumps(problem)}: predicted top {k} of {out['candidates']} "
+                            f"({out['wall_s'] * 1e3:.0f} ms, nothing measured)")
         for row in out["top"]:
             table.add_row(str(row["rank"]), json.dumps(row["config"]))
         return _emit(out, as_json, table)
@@ -397,8 +453,9 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
     if record and not result.cached:
         out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
     default = result.default_latency_ms
-    table = Table("rank", "config", "ms", "x default", title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: "
-                  f"top {k} of {result.candidates} in {result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
+    table = Table("rank", Column("config", overflow="fold"), "ms", "x default",
+                  title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: top {k} of {result.candidates} in "
+                        f"{result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
     for row in result.predicted_rank:
         ms = row["latency_ms"]
         table.add_row(str(row["rank"]), json.dumps(row["config"]), f"{ms:.4f}" if ms else row["status"],

@@ -298,11 +298,15 @@ def run_split(table: pa.Table, split: Split, gpu: str, params: model.TrainParams
     return booster, fit_info, evaluate(model.CostModel(booster, {"gpu": gpu}), test, train, split.name)
 
 
-def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParams, seed: int = 0) -> Evaluation:
+def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParams, seed: int = 0,
+                   progress=None) -> Evaluation:
     """Every fold of a split, pooled: with leave-one-family-out each family is scored by the model that never
-    saw it, so the pooled per-kernel figures are the per-fold ones."""
+    saw it, so the pooled per-kernel figures are the per-fold ones. ``progress(line)`` hears of each fold."""
     ev = Evaluation(how)
-    for split in split_groups(table, how, seed):
+    splits = split_groups(table, how, seed)
+    for i, split in enumerate(splits, 1):
+        if progress:
+            progress(f"{how} split: fresh model {i} of {len(splits)} ({len(split.test)} groups held out)")
         _, _, fold = run_split(table, split, gpu, params)
         ev.groups += fold.groups
         ev.records += fold.records
@@ -310,10 +314,11 @@ def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParam
 
 
 def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.TrainParams(), seed: int = 0,
-                extra_params: model.TrainParams | None = model.FAST) -> tuple[object, dict, dict[str, Evaluation]]:
+                extra_params: model.TrainParams | None = model.FAST, progress=None
+                ) -> tuple[object, dict, dict[str, Evaluation]]:
     """Fit the model to ship on every group outside the held-out split, evaluate it there, and (unless
     ``extra_params`` is None) evaluate fresh models on the dissimilar and leave-one-family-out splits.
-    Returns (booster, meta, evaluations by split)."""
+    Returns (booster, meta, evaluations by split); ``progress(line)``, when given, hears of each stage."""
     split = split_groups(table, "heldout", seed)[0]
     booster, fit_info, heldout_eval = run_split(table, split, gpu, params)
     hw = dataset.hw_from_row(table.slice(0, 1).to_pylist()[0]).as_dict()
@@ -321,7 +326,7 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
     if extra_params is not None:
         kernels = pc.unique(table["kernel"])
         for how in ("dissimilar", "family") if len(kernels) > 1 else ("dissimilar",):
-            evals[how] = evaluate_split(table, how, gpu, extra_params, seed)
+            evals[how] = evaluate_split(table, how, gpu, extra_params, seed, progress)
     heldout = {**split.rule, "groups": list(split.test)}
     meta = model.new_meta(gpu, hw, table, fit_info, heldout, evals["heldout"].summary())
     meta["extra_splits"] = {k: headline(v.summary()) for k, v in evals.items() if k != "heldout"}
@@ -363,6 +368,15 @@ def kernel_rows(summary: dict) -> list[list[str]]:
 
 KERNEL_HEADER = ["kernel", "groups", "top1", "top8", "p10top8", "rand8", "default", "near8", "ndcg8", "tau"]
 
+# what the columns mean (table captions, the model card; the README says the same)
+COMPARISON_LEGEND = ("Scores are fractions of each group's best measured latency, geomean over groups. model top-k: "
+                     "the best among the model's first k configs; model p10: its 10th percentile over groups; hit@k: "
+                     "share of groups whose best config is in the model's top k; random-k: expected score of k random "
+                     "configs; nearest-k: the best configs of the nearest training shapes.")
+KERNEL_LEGEND = ("top1, top8: model top-k score at k=1, 8; p10top8: 10th percentile of top8 over groups; rand8, "
+                 "near8: random-8 and nearest-8 baselines; default: the family's default config; ndcg8: NDCG@8 "
+                 "(gain best/latency); tau: Kendall tau-b of predicted vs measured speed.")
+
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(["| " + " | ".join(header) + " |", "|" + "---|" * len(header),
@@ -400,7 +414,5 @@ def model_card(meta: dict, evals: dict[str, Evaluation]) -> str:
             s = evals[how].summary()
             lines += ["", f"## {title}: a fresh model per split ({s['groups']} groups)", "",
                       _md_table(COMPARISON_HEADER, comparison_rows(s)), "", _md_table(KERNEL_HEADER, kernel_rows(s))]
-    lines += ["", "Scores are fractions of the group's best measured latency: geometric means over groups (p10: "
-              "the 10th percentile); random-k is the exact expectation; nearest-k takes the best configs of the "
-              "nearest training shapes.", f"Written {datetime.now(timezone.utc).date().isoformat()}.", ""]
+    lines += ["", COMPARISON_LEGEND, "", KERNEL_LEGEND, f"Written {datetime.now(timezone.utc).date().isoformat()}.", ""]
     return "\n".join(lines)

@@ -60,6 +60,18 @@ FEATURE_NAMES: tuple[str, ...] = (
 
 Cols = dict[str, np.ndarray]
 
+# the largest dim a problem may have: 2**31-1, the largest int32. Triton passes an int argument under 2**31 as
+# int32 and the families index with it (and with program ids) in 32 bits, CUDA caps a grid at 2**31-1 programs,
+# and no tensor with a dim past it and another over 64 fits an H200's 141 GB. Past 2**53 the float64 features
+# round and past 2**63 the int64 columns overflow: a dim is refused before either.
+MAX_DIM = 2**31 - 1
+
+
+def check_dims(problem: Problem) -> None:
+    over = [f"{d}={v}" for d, v in problem.items() if v > MAX_DIM]
+    if over:
+        raise CostModelError(f"dim {', '.join(over)} is over the largest dim, {MAX_DIM} (2**31-1)")
+
 
 def _occupancy(c: Cols, smem: np.ndarray, regs: np.ndarray) -> np.ndarray:
     """Programs one SM holds at once: warp slots, registers (allocated 8 a thread at a time) and shared memory
@@ -251,6 +263,7 @@ def candidates_table(family: str, problem: Problem, dtype: str, configs: list[Co
     """Rows for scoring ``configs`` of one problem: the dataset's own columns (gpu, kernel, dtype, dim_*,
     problem_json, cfg_*, hw_*), so :func:`feature_matrix` treats them exactly like measured rows. Knob columns
     are built column-wise (no per-config JSON) to keep ranking thousands of candidates cheap."""
+    check_dims(problem)
     unknown = set().union(*configs) - set(dataset.KNOBS) if configs else set()
     if unknown:
         raise CostModelError(f"config knobs {', '.join(sorted(unknown))} are not dataset columns")

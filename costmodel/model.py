@@ -82,6 +82,11 @@ class CostModel:
     def gpu(self) -> str:
         return self.meta["gpu"]
 
+    @property
+    def hardware(self) -> hardware.HardwareRecord:
+        """The GPU the model was trained for (``load`` has checked the record)."""
+        return hardware.HardwareRecord(**self.meta["hardware"])
+
 
 # --- data ----------------------------------------------------------------------------------------------
 
@@ -326,8 +331,27 @@ def resolve(model: str | Path) -> Path:
     return p if p.is_dir() else MODELS_DIR / str(model)
 
 
+# what check_meta requires of a meta.json before anything reads it
+_META_REQUIRED = ("gpu", "hardware", "feature_schema_version", "feature_names")
+
+
+def _is_hardware_record(record) -> bool:
+    try:
+        hardware.HardwareRecord(**record)
+    except TypeError:  # not a dict, or other fields than a HardwareRecord's
+        return False
+    return True
+
+
 def check_meta(meta: dict, where: str, gpu: str | None = None) -> None:
-    """Refuse a model whose features or GPU differ from what this code computes or was asked for."""
+    """Refuse a model whose meta.json lacks what `costmodel train` writes, or whose features or GPU differ from
+    what this code computes or was asked for."""
+    missing = [k for k in _META_REQUIRED if k not in meta]
+    if missing:
+        raise CostModelError(f"model at {where}: its {META_FILE} has no {', '.join(missing)} (not one `costmodel "
+                             f"train` wrote): retrain it")
+    if not isinstance(meta["gpu"], str) or not _is_hardware_record(meta["hardware"]):
+        raise CostModelError(f"model at {where}: its {META_FILE} has a bad gpu or hardware record: retrain it")
     if meta.get("feature_schema_version") != features.FEATURE_SCHEMA_VERSION:
         raise CostModelError(
             f"model at {where} uses feature schema v{meta.get('feature_schema_version')}, this costmodel computes "

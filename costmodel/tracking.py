@@ -86,39 +86,55 @@ def _log_data_inputs(data_root: Path, meta: dict) -> None:
         mlflow.log_artifact(str(path), artifact_path="manifests")
 
 
-def log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluation.Evaluation], table: pa.Table,
-                 data_root: Path) -> dict:
-    """Everything :func:`_log_training` does, with MLflow's console messages (run links it writes to stdout)
-    sent to stderr, where the CLI's stdout stays one JSON object."""
+@contextlib.contextmanager
+def training_run(gpu: str):
+    """The MLflow run of one training, opened before fitting so that its duration is the training's; a training
+    that raises ends it FAILED. MLflow's console messages (run links it writes to stdout) go to stderr, where
+    the CLI's stdout stays one JSON object."""
+    import mlflow
+
     with contextlib.redirect_stdout(sys.stderr):
-        return _log_training(model_dir, booster, meta, evals, table, data_root)
+        mlflow.set_experiment(EXPERIMENT)
+        with mlflow.start_run(run_name=f"train-{gpu}") as run:
+            yield run
+
+
+def log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluation.Evaluation], table: pa.Table,
+                 data_root: Path, register: bool) -> dict:
+    """Everything :func:`_log_training` does, inside :func:`training_run`, MLflow's stdout sent to stderr."""
+    with contextlib.redirect_stdout(sys.stderr):
+        return _log_training(model_dir, booster, meta, evals, table, data_root, register)
 
 
 def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluation.Evaluation], table: pa.Table,
-                  data_root: Path) -> dict:
-    """One run: params, held-out and split metrics, data manifests as inputs, meta.json and MODEL_CARD.md as
-    artifacts, the booster logged and registered as a new version of ``costmodel-<gpu>`` with alias
-    ``candidate``; ``champion`` moves to it only when it wins (see :func:`_promote`)."""
+                  data_root: Path, register: bool) -> dict:
+    """Into the active run: params, held-out and split metrics, data manifests as inputs, meta.json and
+    MODEL_CARD.md as artifacts, the booster logged. With ``register`` (deliberate: `train --register` or
+    `--ship`; an ad-hoc training adds no version) it becomes a new version of ``costmodel-<gpu>`` with alias
+    ``candidate``, and ``champion`` moves to it only when it wins (see :func:`_promote`)."""
     import mlflow
     import mlflow.xgboost
     from mlflow import MlflowClient
 
     gpu, name = meta["gpu"], registered_name(meta["gpu"])
-    mlflow.set_experiment(EXPERIMENT)
-    with mlflow.start_run(run_name=f"train-{gpu}") as run:
-        mlflow.log_params({"gpu": gpu, "feature_schema_version": meta["feature_schema_version"],
-                           "data_hash": meta["data"]["hash"], "data_rows": meta["data"]["rows"],
-                           "data_groups": meta["data"]["groups"], "trees": meta["trees"],
-                           "heldout_groups": len(meta["heldout"]["groups"]), "heldout_seed": meta["heldout"]["seed"],
-                           **{f"xgb_{k}": v for k, v in meta["params"].items()}})
-        _log_data_inputs(data_root, meta)
-        for f in (model.META_FILE, model.CARD_FILE):
-            if (model_dir / f).is_file():
-                mlflow.log_artifact(str(model_dir / f))
-        info = mlflow.xgboost.log_model(booster, name="model", pip_requirements=_pip_requirements(),
-                                        registered_model_name=name)
-        # after log_model, tied to it by id: logged before, log_model would fetch every metric's history
-        mlflow.log_metrics(_metrics(evals), model_id=info.model_id)
+    run = mlflow.active_run()
+    mlflow.log_params({"gpu": gpu, "feature_schema_version": meta["feature_schema_version"],
+                       "data_hash": meta["data"]["hash"], "data_rows": meta["data"]["rows"],
+                       "data_groups": meta["data"]["groups"], "trees": meta["trees"],
+                       "heldout_groups": len(meta["heldout"]["groups"]), "heldout_seed": meta["heldout"]["seed"],
+                       **{f"xgb_{k}": v for k, v in meta["params"].items()}})
+    _log_data_inputs(data_root, meta)
+    for f in (model.META_FILE, model.CARD_FILE):
+        if (model_dir / f).is_file():
+            mlflow.log_artifact(str(model_dir / f))
+    info = mlflow.xgboost.log_model(booster, name="model", pip_requirements=_pip_requirements(),
+                                    registered_model_name=name if register else None)
+    # after log_model, tied to it by id: logged before, log_model would fetch every metric's history
+    mlflow.log_metrics(_metrics(evals), model_id=info.model_id)
+    out = {"tracking_uri": mlflow.get_tracking_uri(), "experiment": EXPERIMENT, "run_id": run.info.run_id,
+           "registered_model": None, "version": None, "champion": None}
+    if not register:
+        return out
     version = str(info.registered_model_version)
     client = MlflowClient()
     for k, v in {"gpu": gpu, "data_hash": meta["data"]["hash"], "top8_score": meta["metrics"].get("top8_score"),
@@ -126,8 +142,7 @@ def _log_training(model_dir: Path, booster, meta: dict, evals: dict[str, evaluat
         client.set_model_version_tag(name, version, k, str(v))
     client.set_registered_model_alias(name, CANDIDATE, version)
     decision = _promote(client, name, version, booster, meta, table)
-    return {"tracking_uri": mlflow.get_tracking_uri(), "experiment": EXPERIMENT, "run_id": run.info.run_id,
-            "registered_model": name, "version": version, "champion": decision}
+    return out | {"registered_model": name, "version": version, "champion": decision}
 
 
 def _run_meta(client, run_id: str) -> dict | None:

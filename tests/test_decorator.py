@@ -166,3 +166,14 @@ def test_falls_back_for_a_family_the_model_does_not_know(h200_model):
 def test_rejects_dims_the_kernel_lacks():
     with pytest.raises(CostModelError, match="no argument rows"):
         costmodel_autotune("matmul", key=["M"], configs=CONFIGS, hw=HW, dims={"M": "rows"})(user_matmul)
+
+
+def test_fallback_without_a_gpu_says_to_pass_hw():
+    """The warning used to repeat the CLI's hint (--predict-only), which means nothing to a decorator user."""
+    kernel = costmodel_autotune("matmul", key=["M", "N", "K"], configs=CONFIGS, k=2)(user_matmul)
+    a = torch.empty(1, 1, dtype=torch.float16)
+    with pytest.warns(CostModelFallbackWarning) as caught:
+        picked = kernel.early_config_prune(kernel.configs, {"a": a, "M": 64, "N": 64, "K": 64})
+    message = str(caught[0].message)
+    assert "no CUDA GPU is visible" in message and "hw=" in message and "--predict-only" not in message
+    assert len(picked) == min(len(CONFIGS), 4 * 2)

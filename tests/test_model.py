@@ -27,12 +27,13 @@ TEST_TREES = "60"
 
 
 @pytest.fixture(scope="session")
-def trained(slice_root, cli, tmp_path_factory) -> tuple[Path, dict]:
+def trained(slice_root, cli, tmp_path_factory) -> tuple[Path, dict, str]:
+    """(model directory, train's JSON, train's stderr)."""
     out = tmp_path_factory.mktemp("model") / "nvidia-h200"
     code, stdout, stderr = cli("train", "--data", str(slice_root), "--out", str(out), "--no-track",
                                "--trees", TEST_TREES, "--json")
     assert code == 0, stderr
-    return out, json.loads(stdout)
+    return out, json.loads(stdout), stderr
 
 
 # --- features ------------------------------------------------------------------------------------------
@@ -149,7 +150,7 @@ def test_missing_data_dir_is_a_one_line_error(tmp_path, cli):
 
 def _fake_model_dir(path: Path, **meta) -> Path:
     path.mkdir(parents=True, exist_ok=True)
-    base = {"gpu": HW.gpu, "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
+    base = {"gpu": HW.gpu, "hardware": HW.as_dict(), "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
             "feature_names": list(features.FEATURE_NAMES)}
     (path / model.META_FILE).write_text(json.dumps(base | meta))
     (path / model.MODEL_FILE).write_bytes(b"not a ubj model")
@@ -198,7 +199,7 @@ def test_costmodel_import_does_not_import_mlflow_or_matplotlib():
 # --- train and evaluate on real measurements -----------------------------------------------------------
 
 def test_train_writes_model_and_card(trained):
-    out, result = trained
+    out, result, _ = trained
     assert {p.name for p in out.iterdir()} >= {model.MODEL_FILE, model.META_FILE, model.CARD_FILE}
     meta = json.loads((out / model.META_FILE).read_text())
     assert meta["gpu"] == result["gpu"] and meta["feature_names"] == list(features.FEATURE_NAMES)
@@ -210,8 +211,14 @@ def test_train_writes_model_and_card(trained):
     assert cm.booster.num_boosted_rounds() == meta["trees"]
 
 
-def test_evaluate_heldout_beats_random(trained, slice_root, cli, tmp_path):
-    out, _ = trained
+def test_evaluate_heldout_beats_random(trained, slice_root, cli, tmp_path, monkeypatch):
+    from matplotlib.figure import Figure
+
+    out, _, _ = trained
+    saved: dict[str, Figure] = {}
+    savefig = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda fig, path, **kw: (saved.setdefault(Path(path).name, fig),
+                                                                    savefig(fig, path, **kw)))
     code, stdout, stderr = cli("evaluate", "--data", str(slice_root), "--model", str(out), "--json",
                                    "--plots", str(tmp_path / "plots"))
     assert code == 0, stderr
@@ -224,6 +231,80 @@ def test_evaluate_heldout_beats_random(trained, slice_root, cli, tmp_path):
     assert r["top8_score"] > r["random8_score"]
     assert all(0 < r[f"top{k}_score"] <= 1 for k in evaluation.KS)
     assert sorted(Path(p).name for p in r["plots"]) == ["best_so_far.png", "predicted_vs_measured_rank.png"]
+    # predicted vs measured rank: a panel per kernel family, one shared colour bar
+    fig = saved["predicted_vs_measured_rank.png"]
+    colorbars = [ax for ax in fig.axes if ax.get_label() == "<colorbar>"]
+    panels = [ax.get_title().split("\n")[0] for ax in fig.axes if ax.get_visible() and ax not in colorbars]
+    assert len(colorbars) == 1 and "log" in colorbars[0].get_ylabel()
+    assert sorted(panels) == sorted(r["per_kernel"]) and len(panels) > 1
+
+
+def test_train_tells_its_stages_and_tables_explain_their_columns(trained, slice_root, cli):
+    """A piped train used to be silent for its whole run; the columns p10top8, near8, tau, hit@k were explained
+    nowhere."""
+    out, _, stderr = trained
+    lines = stderr.splitlines()
+    assert any("training on" in line for line in lines)
+    assert any("dissimilar split: fresh model 1 of" in line for line in lines)
+    assert any("family split: fresh model 1 of" in line for line in lines)
+    assert any(f"model written to {out}" in line for line in lines)
+    code, _, stderr = cli("evaluate", "--data", str(slice_root), "--model", str(out))
+    assert code == 0, stderr
+    text = " ".join(stderr.split())
+    for legend in (evaluation.COMPARISON_LEGEND, evaluation.KERNEL_LEGEND):
+        assert " ".join(legend.split()) in text
+    for column in ("hit@k:", "p10top8:", "near8", "tau:"):
+        assert column in text
+    card = (out / model.CARD_FILE).read_text()
+    assert "p10top8: 10th percentile" in card
+
+
+TRAIN_FAST = ("--no-extra-splits", "--trees", "20")
+
+
+def test_train_leaves_the_shipped_model_unless_told_to_ship(slice_root, cli, tmp_path, monkeypatch):
+    shipped = tmp_path / "shipped"  # stands in for costmodel/models, so no run here can overwrite the real one
+    monkeypatch.setattr(model, "MODELS_DIR", shipped)
+    monkeypatch.chdir(tmp_path)
+    code, stdout, stderr = cli("train", "--data", str(slice_root), "--no-track", *TRAIN_FAST, "--json")
+    assert code == 0, stderr
+    result = json.loads(stdout)
+    assert Path(result["out"]) == Path("out", "models", result["gpu"]) and not result["shipped"]
+    assert (tmp_path / "out" / "models" / result["gpu"] / model.MODEL_FILE).is_file()
+    assert not shipped.exists()
+
+    code, stdout, stderr = cli("train", "--data", str(slice_root), "--no-track", "--ship", *TRAIN_FAST, "--json")
+    assert code == 0, stderr
+    assert json.loads(stdout)["shipped"] and (shipped / result["gpu"] / model.MODEL_FILE).is_file()
+
+    for args, message in ((["--ship", "--out", "elsewhere"], "drop --out"),
+                          (["--register", "--no-track"], "drop --no-track")):
+        code, _, stderr = cli("train", "--data", str(slice_root), *args, *TRAIN_FAST)
+        assert code == 2 and message in stderr and stderr.count("\n") == 1
+    assert not (tmp_path / "elsewhere").exists()
+
+
+def test_tracked_train_spans_the_fit_and_registers_only_when_asked(slice_root, cli, tmp_path, monkeypatch):
+    """The run is open while the model fits (its duration is the training's), and an ad-hoc training adds no
+    registered version: MLflow's local sqlite store in a temporary directory."""
+    mlflow = pytest.importorskip("mlflow")
+    from mlflow import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", f"sqlite:///{tmp_path}/mlflow.db")
+    monkeypatch.chdir(tmp_path)
+    runs_while_fitting = []
+    fit = model.fit
+    monkeypatch.setattr(model, "fit", lambda *a, **kw: (runs_while_fitting.append(mlflow.active_run()),
+                                                        fit(*a, **kw))[1])
+    code, stdout, stderr = cli("train", "--data", str(slice_root), "--track", *TRAIN_FAST, "--json")
+    assert code == 0, stderr
+    tracked = json.loads(stdout)["tracking"]
+    assert runs_while_fitting and all(r is not None and r.info.run_id == tracked["run_id"] for r in runs_while_fitting)
+    assert tracked["registered_model"] is None and tracked["version"] is None
+    client = MlflowClient()
+    assert client.search_registered_models() == []
+    run = client.get_run(tracked["run_id"])
+    assert run.info.status == "FINISHED" and "top8_score" in run.data.metrics
 
 
 def test_evaluate_dissimilar_split_trains_a_fresh_model(slice_root, cli):

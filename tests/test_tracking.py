@@ -69,8 +69,8 @@ def test_train_logs_run_registers_model_and_moves_aliases(slice_root, mlflow_ser
     from mlflow import MlflowClient
 
     monkeypatch.setenv("MLFLOW_TRACKING_URI", mlflow_server)
-    args = ["train", "--data", str(slice_root), "--out", str(tmp_path / "m"), "--track", "--no-extra-splits",
-            "--trees", "30", "--json"]
+    args = ["train", "--data", str(slice_root), "--out", str(tmp_path / "m"), "--track", "--register",
+            "--no-extra-splits", "--trees", "30", "--json"]
     code, stdout, stderr = cli(*args)
     assert code == 0, stderr
     first = json.loads(stdout)["tracking"]
@@ -148,8 +148,8 @@ def test_a_champion_without_meta_is_replaced_but_a_read_error_keeps_it(slice_roo
     bare = str(info.registered_model_version)
     client.set_registered_model_alias(name, "champion", bare)
 
-    args = ["train", "--data", str(slice_root), "--out", str(tmp_path / "m"), "--track", "--no-extra-splits",
-            "--trees", "30", "--json"]
+    args = ["train", "--data", str(slice_root), "--out", str(tmp_path / "m"), "--track", "--register",
+            "--no-extra-splits", "--trees", "30", "--json"]
     code, stdout, stderr = cli(*args)
     assert code == 0, stderr
     first = json.loads(stdout)["tracking"]["champion"]

@@ -150,3 +150,35 @@ def test_tune_reports_a_top_k_where_nothing_ran(cli, monkeypatch, tmp_path):
     code, _, stderr = cli("tune", "--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--no-cache")
     assert code == 0, stderr
     assert "none of the top 8 ran correctly" in " ".join(stderr.split())  # the table goes to stderr
+
+
+UNGUARDED = '''
+from costmodel.benchmark import IsolatedBenchmarker
+from costmodel.hardware import KNOWN
+from tuner.tune import tune
+
+hw = KNOWN["nvidia-h200"]
+with IsolatedBenchmarker(hw, device="cpu") as bench:
+    result = tune("matmul", {"M": 32, "N": 32, "K": 32}, "float16", bench, k=2, hw=hw)
+print(result.best)
+'''
+
+
+def test_tune_in_a_script_without_a_main_guard_is_a_clear_error(tmp_path):
+    """The benchmarker's processes re-run the main script; unguarded, its worker died bootstrapping (a
+    freeze_support traceback) and tune() returned best={'config': None} with exit status 0."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = tmp_path / "unguarded.py"
+    script.write_text(UNGUARDED)
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    r = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, cwd=tmp_path, env=env,
+                       timeout=300)
+    assert r.returncode != 0 and r.stdout == "", r.stdout
+    last = r.stderr.strip().splitlines()[-1]
+    assert last.startswith("tuner.tune.UnguardedMainError"), r.stderr[-2000:]
+    assert f"{script} (line 8)" in last and 'if __name__ == "__main__":' in last
+    assert "freeze_support" not in r.stderr

@@ -105,7 +105,11 @@ class _Ranker:
 
     def hardware(self) -> HardwareRecord:
         if self._hw is None:
-            self._hw = hardware.current()
+            try:
+                self._hw = hardware.current()
+            except CostModelError:
+                raise CostModelError("no CUDA GPU is visible: pass costmodel_autotune(hw=...) a GPU's record, e.g. "
+                                     "costmodel.hardware.KNOWN['nvidia-h200'], to rank for it") from None
         return self._hw
 
     def model(self, hw: HardwareRecord):

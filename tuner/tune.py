@@ -64,6 +64,66 @@ def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+class UnguardedMainError(RuntimeError):
+    """tune() called from a script's top level without ``if __name__ == "__main__":``."""
+
+
+def _main_module_rerun_line() -> int | None:
+    """The line of the main script whose top-level code is calling us, when that code is not under an
+    ``if __name__ ...`` test; else None.
+
+    The benchmarker's processes come from multiprocessing's forkserver, and every child re-runs the main script
+    (as ``__mp_main__``) before its own work. Unguarded, the child calls tune() again, multiprocessing refuses to
+    start processes while bootstrapping (a freeze_support traceback in the child), the timing worker dies before
+    its first config and tune() would return ``best={'config': None}``. That is decided here, in the parent,
+    from the call stack and the script's syntax tree, before any process starts."""
+    import ast
+    import sys
+
+    main = sys.modules.get("__main__")
+    spec_name = getattr(getattr(main, "__spec__", None), "name", None)
+    path = getattr(main, "__file__", None)
+    if path is None or (spec_name or "").split(".")[-1] == "__main__":
+        return None  # interactive, `python -c`, or a package's __main__: multiprocessing re-runs none of these
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return None  # not called from the script's top-level code (a thread, an atexit hook)
+    try:
+        tree = ast.parse(open(path, encoding="utf-8").read(), path)
+    except (OSError, SyntaxError, ValueError):
+        return None
+    line = frame.f_lineno
+    for node in ast.walk(tree):  # the line inside the body of an `if` that tests __name__
+        if (isinstance(node, ast.If) and node.body[0].lineno <= line <= (node.body[-1].end_lineno or line)
+                and any(isinstance(n, ast.Name) and n.id == "__name__" for n in ast.walk(node.test))):
+            return None
+    return line
+
+
+def _visible_gpu() -> HardwareRecord:
+    from costmodel.errors import CostModelError
+
+    try:
+        return hardware.current()
+    except CostModelError:
+        raise CostModelError("no CUDA GPU is visible: tune() measures on a GPU; on a CPU pass hw= (e.g. "
+                             "costmodel.hardware.KNOWN['nvidia-h200']) with a ReplayBenchmarker, or an "
+                             "IsolatedBenchmarker(hw, device='cpu') under TRITON_INTERPRET=1") from None
+
+
+def _check_main_guarded(bench: Benchmarker) -> None:
+    from costmodel.benchmark import IsolatedBenchmarker
+
+    if isinstance(bench, IsolatedBenchmarker) and (line := _main_module_rerun_line()) is not None:
+        import sys
+
+        raise UnguardedMainError(
+            f"tune() called at the top level of {sys.modules['__main__'].__file__} (line {line}): the benchmarker's "
+            'processes re-run that script, so put the call under `if __name__ == "__main__":`')
+
+
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
          configs: list[Config] | None = None) -> TuneResult:
@@ -76,9 +136,10 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     from costmodel.dataset import canonical_json
 
     t0 = time.perf_counter()
+    _check_main_guarded(bench)
     fam = get_family(family)
     problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
-    hw = hw or hardware.current()
+    hw = hw or _visible_gpu()
     key = ResultCache.key(hw.gpu, fam.kernel_hash, family, problem, dtype, triton.__version__)
     if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
@@ -153,4 +214,4 @@ def record(result: TuneResult, root, hw: HardwareRecord, run_id: str) -> int:
     return len(fresh)
 
 
-__all__ = ["TuneResult", "predict", "rank_candidates", "record", "tune"]
+__all__ = ["TuneResult", "UnguardedMainError", "predict", "rank_candidates", "record", "tune"]
