@@ -25,8 +25,9 @@ fresh() {  # NAME: an empty dataset root and a cold Triton cache for one run
 }
 collect() {  # NAME [collect args]
   local name=$1; shift
-  python3 -m costmodel collect --out $runs/$name $PLAN --time-budget $BUDGET --json "$@" > $runs/$name.json \
-    2> $runs/$name.err
+  # SIGINT past the budget and a grace: the collector publishes what it measured and writes its manifest
+  timeout -k 30 -s INT $(( BUDGET + 150 )) python3 -m costmodel collect --out $runs/$name $PLAN --time-budget $BUDGET \
+    --json "$@" > $runs/$name.json 2> $runs/$name.err
   local rc=$?; echo "$name rc $rc"; tail -c 300 $runs/$name.err | tr '\r' '\n' | tail -2; return $rc
 }
 cluster() {  # start a local Dask cluster over GPUs 0,1 (TRITON_CACHE_DIR as set now); prints its address

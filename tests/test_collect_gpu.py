@@ -43,9 +43,9 @@ def test_illegal_address_on_the_device_restarts_the_worker_and_the_run_goes_on(t
 @pytest.mark.skipif(not interpreting(), reason="the interpreter's form of the fault (a segfault on the CPU)")
 def test_the_null_page_store_kills_an_interpreter_worker_too(tmp_path):
     """The same config under TRITON_INTERPRET=1: the store segfaults the timing worker, which is restarted."""
-    from costmodel.hardware import KNOWN
+    from costmodel.hardware import INTERPRETER
 
-    summary, restarts, rows = _collect(tmp_path, KNOWN["nvidia-h200"], "cpu")
+    summary, restarts, rows = _collect(tmp_path, INTERPRETER, "cpu")
     fault = rows.pop((200, dataset.canonical_json(FAULT)))
     assert fault["status"] == "runtime_error" and fault["error"] == "worker died"
     assert restarts == 1
