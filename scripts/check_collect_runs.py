@@ -23,7 +23,6 @@ import pyarrow.dataset as ds
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel import dataset  # noqa: E402
-from costmodel.kernels import get_family  # noqa: E402
 
 
 def manifest(root: Path) -> dict:
@@ -58,9 +57,9 @@ def check(name: str, root: Path) -> dict:
     by_group = Counter(r["group_id"] for r in rows)
     distinct = Counter(g for g, _ in pairs)  # configs of each group, each counted once
     planned = {}
-    for i, g in enumerate(m["plan"]):
-        gid = dataset.group_id(m["gpu"], g["family"], get_family(g["family"]).source_hash, g["problem"], g["dtype"])
-        planned[gid] = (i, g["configs"])
+    for i, g in enumerate(m["plan"]):  # a group is recorded under one of the ids today's kernel may use
+        for gid, _ in dataset.group_candidates(m["gpu"], g["family"], g["problem"], g["dtype"]):
+            planned[gid] = (i, g["configs"])
     partial = [{"index": planned[gid][0], "configs": n, "planned": planned[gid][1]}
                for gid, n in distinct.items() if gid in planned and n != planned[gid][1]]
     statuses = Counter(r["status"] for r in rows)

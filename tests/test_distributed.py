@@ -228,6 +228,28 @@ def test_dask_worker_killed_mid_run_loses_and_duplicates_nothing(dask_cluster, t
     assert verdict["rows"] == 48 and verdict["retried_groups"] == summary["retried_groups"]
 
 
+def test_dask_run_cut_by_its_budget_reports_every_group_it_published(dask_cluster, tmp_path):
+    """At the budget, groups already running finish and publish: the manifest counts them (the H200 run that
+    cancelled at the budget left 60 of 2,227 ok rows out of its counts); the groups not started are listed."""
+    from distributed import Client
+
+    plan, out = slow_plan(40), tmp_path / "data"
+    with Client(dask_cluster) as client:
+        summary = cluster.run_dask(plan, str(out), HW, client, run_id="r1", time_budget_s=1.0)
+    assert summary["state"] == "budget" and summary["not_measured"], summary["state"]
+    assert len(summary["not_measured"]) + summary["groups_measured"] == 40
+    verdict = check_run(out)
+    assert verdict["unreported"] == {} and verdict["partial_groups"] == [] and verdict["duplicates"] == 0
+    assert verdict["rows"] == summary["measured"] == 2 * summary["groups_measured"]
+
+
+def test_dask_lookahead_takes_every_workers_th_group_after():
+    items = list(range(20))
+    assert cluster.lookahead(items, 0, 1) == [1, 2, 3]
+    assert cluster.lookahead(items, 4, 2) == [6, 8, 10]
+    assert cluster.lookahead(items, 18, 2) == []
+
+
 def test_dask_collect_cli_to_a_filesystem_uri_and_resume(dask_cluster, cli, tmp_path):
     uri = f"file://{tmp_path}/data"
     args = ["collect", "--kernel", FAULTY, "--groups", "4", "--configs-per-group", "1", "--exhaustive-share", "0",
