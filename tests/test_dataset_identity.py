@@ -70,9 +70,11 @@ def test_a_measurement_taken_again_stays_on_disk_and_the_first_reads(tmp_path):
     g = GroupPlan("softmax", {"M": 3, "N": 96}, "float16",
                   tuple(space.sample(get_family("softmax"), {"M": 3, "N": 96}, "float16", HW, 2,
                                      __import__("numpy").random.default_rng(0))), False)
-    with IsolatedBenchmarker(HW, device="cpu") as bench:
-        run_plan([g], tmp_path, bench, HW, run_id="a")
-        run_plan([g], tmp_path, bench, HW, run_id="b")
+    from costmodel.hardware import INTERPRETER  # interpreter timings are recorded as gpu=interpreter only
+
+    with IsolatedBenchmarker(INTERPRETER, device="cpu") as bench:
+        run_plan([g], tmp_path, bench, INTERPRETER, run_id="a")
+        run_plan([g], tmp_path, bench, INTERPRETER, run_id="b")
     assert _raw(tmp_path).num_rows == 4
     t = dataset.read(tmp_path, ["run_id", "config_json"])
     assert t.num_rows == 2 and set(t["run_id"].to_pylist()) == {"a"}
