@@ -236,7 +236,8 @@ def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
     per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
     overall = _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines")
     figures = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
-               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}")
+               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}\n"
+               f"over groups {e.truth_line(summary)}")
     for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
         err_console.print(part)
 
@@ -253,7 +254,7 @@ def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
 @click.option("--register", is_flag=True, help="also register the model as a new version of costmodel-<gpu> "
                                                "(a candidate for champion); --ship implies it")
 @click.option("--extra-splits/--no-extra-splits", default=True, show_default=True,
-              help="also evaluate fresh models on the dissimilar and leave-one-family-out splits (model card)")
+              help="also evaluate fresh models on the dissimilar, leave-one-family-out and kind splits (model card)")
 @click.option("--trees", default=None, type=int, help="at most this many trees (default 400; early stopping cuts)")
 @click.option("--seed", default=0, show_default=True, help="seed of the held-out split and of training")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
@@ -311,14 +312,17 @@ def train(data, gpu, out, ship, track, register, extra_splits, trees, seed, dask
               help="GPU slug of a shipped model or a model directory (default: the shipped model of the only GPU "
                    "in --data)")
 @click.option("--split", "how", default="heldout", show_default=True,
-              type=click.Choice(["heldout", "dissimilar", "family"]),
-              help="heldout: the model's own held-out groups; dissimilar/family: fresh models trained on the "
+              type=click.Choice(["heldout", "dissimilar", "family", "kind"]),
+              help="heldout: the model's own held-out groups; dissimilar/family/kind: fresh models trained on the "
                    "complement")
+@click.option("--kind", default="unaligned", show_default=True, type=click.Choice(["unaligned", "skinny"]),
+              help="with --split kind, the kind of shape held out: unaligned (a matmul dim not a multiple of 16), "
+                   "skinny (matmul M <= 64)")
 @click.option("--plots", default=None, type=click.Path(), help="write PNG plots into this directory")
-@click.option("--seed", default=0, show_default=True, help="seed for the dissimilar/family models")
+@click.option("--seed", default=0, show_default=True, help="seed for the dissimilar/family/kind models")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def evaluate(data, model_ref, how, plots, seed, as_json):
+def evaluate(data, model_ref, how, kind, plots, seed, as_json):
     """Measure a model on groups it never saw, beside random-k, default-config and nearest-shape baselines."""
     import dataclasses
     from pathlib import Path
@@ -340,13 +344,13 @@ def evaluate(data, model_ref, how, plots, seed, as_json):
         ev = evaluation.evaluate(cm, test, train, how)
     else:
         ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed,
-                                       lambda line: click.echo(line, err=True))
+                                       lambda line: click.echo(line, err=True), kind if how == "kind" else None)
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
     if plots:
         from costmodel.plots import write_plots
 
         summary["plots"] = write_plots(ev, plots)
-    _report(summary, f"{how} split, {summary['groups']} groups", summary, as_json)
+    _report(summary, f"{summary['split']} split, {summary['groups']} groups", summary, as_json)
 
 
 @main.command()

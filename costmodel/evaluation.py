@@ -34,11 +34,34 @@ from costmodel.kernels import get_family
 KS = (1, 4, 8, 16)
 CURVE_LEN = 64  # configs benchmarked, for best-so-far curves
 SCORE_FLOOR = 1e-3
-SPLITS = ("heldout", "dissimilar", "family")
-# heldout: a group is held out when its seeded hash falls under the share for its kind; a hash, not a draw
-# over the current group list, keeps a group's side fixed as the dataset grows (see tracking's champion rule)
+SPLITS = ("heldout", "dissimilar", "family", "kind")
+# heldout: a shape (family, problem) is held out, in every dtype and under every kernel hash at once, when its
+# seeded hash falls under the share for its kind: a group whose twin (same shape, other dtype or older kernel
+# hash) trained would flatter the model (33 of 91 held-out groups had one). A hash, not a draw over the current
+# group list, keeps a shape's side fixed as the dataset grows (see tracking's champion rule)
 HELDOUT_SHARE = 0.15
-HELDOUT_SHARE_EXHAUSTIVE = 0.75  # exhaustive groups have complete ground truth: prefer them for evaluation
+HELDOUT_SHARE_EXHAUSTIVE = 0.75  # a shape with a group measured over the whole space has complete ground truth:
+# prefer it for evaluation
+
+
+@dataclass(frozen=True)
+class Kind:
+    """A kind of shape the kind split holds out whole: ``test(info)`` marks the groups of that kind."""
+    family: str
+    rule: str
+    test: object  # (group_info table) -> bool array
+
+
+def _dims(info: pa.Table, *names: str) -> np.ndarray:
+    return np.column_stack([features.numeric(info[f"dim_{d}"]) for d in names])
+
+
+# matmul shapes unlike the aligned LLM shapes most data has: the ones issue 16's live tries reached 0.45-0.96 on
+KINDS = {
+    "unaligned": Kind("matmul", "matmul problems with M, N or K not a multiple of 16",
+                      lambda info: (_dims(info, "M", "N", "K") % 16 != 0).any(axis=1)),
+    "skinny": Kind("matmul", "matmul problems with M <= 64", lambda info: _dims(info, "M")[:, 0] <= 64),
+}
 DISSIMILAR_SHARE = 0.1  # of each family: this share largest, this share skinniest
 _NON_EXTENT_DIMS = ("CAUSAL", "D")  # flags and head dims: not extents of the problem
 
@@ -55,6 +78,7 @@ class Split:
 class GroupResult:
     group_id: str
     kernel: str
+    exhaustive: bool  # measured over the whole valid space: the best is the space's best, not a sample's
     metrics: dict[str, float]
     curves: dict[str, np.ndarray]  # strategy -> fraction of best after 1..CURVE_LEN configs
     ranks: np.ndarray  # (predicted, measured) rank percentiles of the configs that ran
@@ -66,13 +90,34 @@ class Evaluation:
     groups: list[GroupResult] = field(default_factory=list)
     records: int = 0
 
+    twin_groups: int = 0  # test groups whose shape has a group on the training side
+
     def summary(self) -> dict:
+        kernel = np.array([g.kernel for g in self.groups])
+        exhaustive = np.array([g.exhaustive for g in self.groups], bool)
+        top = {k: np.array([g.metrics[f"top{k}_score"] for g in self.groups]) for k in (1, 8)}
         out = {"split": self.split, "groups": len(self.groups), "records": self.records,
-               **_aggregate([g.metrics for g in self.groups])}
-        kernels = sorted({g.kernel for g in self.groups})
-        out["per_kernel"] = {k: {"groups": sum(g.kernel == k for g in self.groups),
-                                 **_aggregate([g.metrics for g in self.groups if g.kernel == k])} for k in kernels}
+               "twin_groups": self.twin_groups, **_aggregate([g.metrics for g in self.groups]),
+               **_by_truth(top, exhaustive)}
+        out["per_kernel"] = {k: {"groups": int((kernel == k).sum()),
+                                 **_aggregate([g.metrics for g in self.groups if g.kernel == k]),
+                                 **_by_truth(top, exhaustive, kernel == k)} for k in sorted(set(kernel))}
         return out
+
+
+def _by_truth(top: dict[int, np.ndarray], exhaustive: np.ndarray, where: np.ndarray | None = None) -> dict:
+    """Headline figures over the groups measured over the whole space (``*_exhaustive``: their best is the
+    space's best) and over the sampled ones (``*_sampled``: the best of a 30-100 config sample) apart."""
+    where = np.ones(len(exhaustive), bool) if where is None else where
+    out: dict = {}
+    for name, part in (("exhaustive", where & exhaustive), ("sampled", where & ~exhaustive)):
+        t1, t8 = top[1][part], top[8][part]
+        out[f"{name}_groups"] = int(part.sum())
+        out[f"top1_{name}"] = float(geomean(t1)) if len(t1) else None
+        out[f"top8_{name}"] = float(geomean(t8)) if len(t8) else None
+        out[f"p10_top8_{name}"] = float(np.percentile(t8, 10)) if len(t8) else None
+        out[f"min_top8_{name}"] = float(t8.min()) if len(t8) else None
+    return out
 
 
 # --- groups and splits ---------------------------------------------------------------------------------
@@ -92,36 +137,64 @@ def _extents(info: pa.Table) -> np.ndarray:
         return np.log2(np.column_stack([features.numeric(info[f"dim_{d}"]) for d in dims]))
 
 
-def _unit_hash(ids: list[str], seed: int) -> np.ndarray:
-    return np.array([int(hashlib.sha256(f"{seed}:{g}".encode()).hexdigest()[:12], 16) / 16**12 for g in ids])
+def _unit_hash(keys: list[str], seed: int) -> np.ndarray:
+    return np.array([int(hashlib.sha256(f"{seed}:{g}".encode()).hexdigest()[:12], 16) / 16**12 for g in keys])
 
 
-def split_groups(table: pa.Table, how: str, seed: int = 0) -> list[Split]:
+def shape_codes(info: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(shape keys 'family:problem_json', per-group index into them): a shape's groups are its dtypes and
+    kernel hashes."""
+    keys = np.char.add(np.char.add(np.asarray(info["kernel"].to_pylist(), str), ":"),
+                       np.asarray(info["problem_json"].to_pylist(), str))
+    return np.unique(keys, return_inverse=True)
+
+
+def kind_mask(info: pa.Table, kind: str) -> np.ndarray:
+    """Which groups of ``info`` (group_info) are of the kind ``kind``."""
+    k = KINDS[kind]
+    return np.asarray(pc.equal(info["kernel"], k.family)) & np.asarray(k.test(info), bool)
+
+
+def split_groups(table: pa.Table, how: str, seed: int = 0, kind: str | None = None) -> list[Split]:
     """Train/test splits of the groups of ``table`` (never of rows): one split, or one per family for
-    leave-one-family-out."""
+    leave-one-family-out. ``kind`` (a KINDS name) is the kind of shape the kind split holds out."""
     info = group_info(table)
     ids = np.asarray(info["group_id"].to_pylist())
     kernels = np.asarray(info["kernel"].to_pylist())
     if how == "heldout":
-        exhaustive = np.asarray(pc.fill_null(info["exhaustive"], False))
-        u = _unit_hash(list(ids), seed)
-        test = np.where(exhaustive, u < HELDOUT_SHARE_EXHAUSTIVE, u < HELDOUT_SHARE)
+        shapes, shape = shape_codes(info)
+        any_exhaustive = np.zeros(len(shapes), bool)
+        np.logical_or.at(any_exhaustive, shape, np.asarray(pc.fill_null(info["exhaustive"], False)))
+        u = _unit_hash(list(shapes), seed)
+        test = np.where(any_exhaustive, u < HELDOUT_SHARE_EXHAUSTIVE, u < HELDOUT_SHARE)[shape]
         rule = {"split": how, "seed": seed, "share": HELDOUT_SHARE, "share_exhaustive": HELDOUT_SHARE_EXHAUSTIVE,
-                "rule": "held out when sha256(f'{seed}:{group_id}') as a fraction < share (share_exhaustive for "
-                        "exhaustively measured groups)"}
+                "rule": "a shape is held out, in every dtype and kernel hash, when sha256(f'{seed}:{kernel}:"
+                        "{problem_json}') as a fraction < share (share_exhaustive when any of its groups was "
+                        "measured over the whole space)"}
         splits = [(how, test)]
+    elif how == "kind":
+        if kind not in KINDS:
+            raise CostModelError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
+        test = kind_mask(info, kind)
+        rule = {"split": f"kind:{kind}", "kind": kind,
+                "rule": f"every {KINDS[kind].rule} held out; the model trains on the rest"}
+        splits = [(f"kind:{kind}", test)]
     elif how == "dissimilar":
-        ext = _extents(info)
+        shapes, shape = shape_codes(info)  # ranked by shape, so a shape's dtypes and kernel hashes go together
+        first = np.unique(shape, return_index=True)[1]
+        ext, fams = _extents(info)[first], kernels[first]
         size, skinny = np.nansum(ext, axis=1), np.nanmax(ext, axis=1) - np.nanmin(ext, axis=1)
-        test = np.zeros(len(ids), bool)
-        for k in np.unique(kernels):
-            idx = np.flatnonzero(kernels == k)
+        held = np.zeros(len(shapes), bool)
+        for k in np.unique(fams):
+            idx = np.flatnonzero(fams == k)
             q = max(1, math.ceil(DISSIMILAR_SHARE * len(idx)))
-            for key in (size, skinny):  # ties broken by group id, so the split is reproducible
-                test[idx[np.lexsort((ids[idx], -key[idx]))[:q]]] = True
+            for key in (size, skinny):  # ties broken by shape key, so the split is reproducible
+                held[idx[np.lexsort((shapes[idx], -key[idx]))[:q]]] = True
+        test = held[shape]
         rule = {"split": how, "share": DISSIMILAR_SHARE,
                 "rule": "per family, the largest (product of extent dims) and the skinniest (log2 max/min extent "
-                        f"dim, dims {', '.join(_NON_EXTENT_DIMS)} excluded) shares of groups held out"}
+                        f"dim, dims {', '.join(_NON_EXTENT_DIMS)} excluded) shares of shapes held out, in every "
+                        "dtype and kernel hash"}
         splits = [(how, test)]
     elif how == "family":
         fams = np.unique(kernels)
@@ -239,7 +312,7 @@ def _group_result(info: dict, ext: np.ndarray, rows: pa.Table, scores: np.ndarra
     ran = np.isfinite(lat)
     m["kendall_tau"] = _kendall_tau_b(scores[ran].astype(np.float64), -lat[ran])
     ranks = np.column_stack([_pct_rank(-scores[ran]), _pct_rank(lat[ran])]) if ran.sum() > 1 else np.empty((0, 2))
-    return GroupResult(info["group_id"], info["kernel"], m,
+    return GroupResult(info["group_id"], info["kernel"], bool(info["exhaustive"]), m,
                        {"model": model_curve, "random": random_curve, "default-first": default_curve}, ranks)
 
 
@@ -252,6 +325,8 @@ def evaluate(cm: model.CostModel, test: pa.Table, train: pa.Table, split: str) -
     infos = group_info(test)
     ext = _extents(infos)
     nearest = _Nearest(train)
+    shapes, shape = shape_codes(infos)
+    twin = np.isin(shapes, shape_codes(group_info(train))[0] if train.num_rows else [])[shape]
     ev = Evaluation(split)
     for j, info in enumerate(infos.to_pylist()):
         lo, hi = bounds[j], bounds[j + 1]
@@ -259,6 +334,7 @@ def evaluate(cm: model.CostModel, test: pa.Table, train: pa.Table, split: str) -
             rows = test.slice(lo, hi - lo)
             ev.groups.append(_group_result(info, ext[j], rows, scores[lo:hi], nearest))
             ev.records += int(hi - lo)
+            ev.twin_groups += int(twin[j])
     if not ev.groups:
         raise CostModelError(f"split {split}: no held-out group has a config that ran")
     return ev
@@ -299,17 +375,19 @@ def run_split(table: pa.Table, split: Split, gpu: str, params: model.TrainParams
 
 
 def evaluate_split(table: pa.Table, how: str, gpu: str, params: model.TrainParams, seed: int = 0,
-                   progress=None) -> Evaluation:
+                   progress=None, kind: str | None = None) -> Evaluation:
     """Every fold of a split, pooled: with leave-one-family-out each family is scored by the model that never
     saw it, so the pooled per-kernel figures are the per-fold ones. ``progress(line)`` hears of each fold."""
-    ev = Evaluation(how)
-    splits = split_groups(table, how, seed)
+    splits = split_groups(table, how, seed, kind)
+    name = splits[0].rule["split"]
+    ev = Evaluation(name)
     for i, split in enumerate(splits, 1):
         if progress:
-            progress(f"{how} split: fresh model {i} of {len(splits)} ({len(split.test)} groups held out)")
+            progress(f"{name} split: fresh model {i} of {len(splits)} ({len(split.test)} groups held out)")
         _, _, fold = run_split(table, split, gpu, params)
         ev.groups += fold.groups
         ev.records += fold.records
+        ev.twin_groups += fold.twin_groups
     return ev
 
 
@@ -317,7 +395,8 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
                 extra_params: model.TrainParams | None = model.FAST, progress=None
                 ) -> tuple[object, dict, dict[str, Evaluation]]:
     """Fit the model to ship on every group outside the held-out split, evaluate it there, and (unless
-    ``extra_params`` is None) evaluate fresh models on the dissimilar and leave-one-family-out splits.
+    ``extra_params`` is None) evaluate fresh models on the dissimilar, leave-one-family-out and kind splits
+    (``kind_<name>``: each of KINDS the data holds, beside groups of other kinds).
     Returns (booster, meta, evaluations by split); ``progress(line)``, when given, hears of each stage."""
     split = split_groups(table, "heldout", seed)[0]
     booster, fit_info, heldout_eval = run_split(table, split, gpu, params)
@@ -327,6 +406,10 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
         kernels = pc.unique(table["kernel"])
         for how in ("dissimilar", "family") if len(kernels) > 1 else ("dissimilar",):
             evals[how] = evaluate_split(table, how, gpu, extra_params, seed, progress)
+        info = group_info(table)
+        for kind in KINDS:
+            if 0 < kind_mask(info, kind).sum() < info.num_rows:
+                evals[f"kind_{kind}"] = evaluate_split(table, "kind", gpu, extra_params, seed, progress, kind)
     heldout = {**split.rule, "groups": list(split.test)}
     meta = model.new_meta(gpu, hw, table, fit_info, heldout, evals["heldout"].summary())
     meta["extra_splits"] = {k: headline(v.summary()) for k, v in evals.items() if k != "heldout"}
@@ -336,7 +419,9 @@ def train_model(table: pa.Table, gpu: str, params: model.TrainParams = model.Tra
 # --- reports -------------------------------------------------------------------------------------------
 
 _HEADLINE = ("groups", "records", "top1_score", "top8_score", "p10_top8_score", "ndcg_at_8", "kendall_tau",
-             "random8_score", "default_score", "nearest8_score")
+             "random8_score", "default_score", "nearest8_score", "twin_groups",
+             *(f"{k}_{t}" for t in ("exhaustive", "sampled")
+               for k in ("top1", "top8", "p10_top8", "min_top8")), "exhaustive_groups", "sampled_groups")
 
 
 def headline(summary: dict) -> dict:
@@ -362,11 +447,22 @@ def fmt(v) -> str:
 def kernel_rows(summary: dict) -> list[list[str]]:
     return [[f, fmt(s.get("groups")), fmt(s.get("top1_score")), fmt(s.get("top8_score")),
              fmt(s.get("p10_top8_score")), fmt(s.get("random8_score")), fmt(s.get("default_score")),
-             fmt(s.get("nearest8_score")), fmt(s.get("ndcg_at_8")), fmt(s.get("kendall_tau"))]
+             fmt(s.get("nearest8_score")), fmt(s.get("ndcg_at_8")), fmt(s.get("kendall_tau")),
+             fmt(s.get("exhaustive_groups")), fmt(s.get("top8_exhaustive")), fmt(s.get("min_top8_exhaustive"))]
             for f, s in summary.get("per_kernel", {}).items()]
 
 
-KERNEL_HEADER = ["kernel", "groups", "top1", "top8", "p10top8", "rand8", "default", "near8", "ndcg8", "tau"]
+KERNEL_HEADER = ["kernel", "groups", "top1", "top8", "p10top8", "rand8", "default", "near8", "ndcg8", "tau", "exh",
+                 "top8exh", "min8exh"]
+
+
+def truth_line(summary: dict) -> str:
+    """The headline figures over groups measured over the whole space, then over the sampled ones."""
+    return "; ".join(
+        f"{name} ({fmt(summary.get(f'{t}_groups'))} groups): top1 {fmt(summary.get(f'top1_{t}'))}, top8 "
+        f"{fmt(summary.get(f'top8_{t}'))}, p10 {fmt(summary.get(f'p10_top8_{t}'))}, min "
+        f"{fmt(summary.get(f'min_top8_{t}'))}"
+        for t, name in (("exhaustive", "measured over the whole space"), ("sampled", "sampled")))
 
 # what the columns mean (table captions, the model card; the README says the same)
 COMPARISON_LEGEND = ("Scores are fractions of each group's best measured latency, geomean over groups. model top-k: "
@@ -375,7 +471,9 @@ COMPARISON_LEGEND = ("Scores are fractions of each group's best measured latency
                      "configs; nearest-k: the best configs of the nearest training shapes.")
 KERNEL_LEGEND = ("top1, top8: model top-k score at k=1, 8; p10top8: 10th percentile of top8 over groups; rand8, "
                  "near8: random-8 and nearest-8 baselines; default: the family's default config; ndcg8: NDCG@8 "
-                 "(gain best/latency); tau: Kendall tau-b of predicted vs measured speed.")
+                 "(gain best/latency); tau: Kendall tau-b of predicted vs measured speed; exh, top8exh, min8exh: groups measured "
+                 "over the whole valid space (their best is the space's best, not a sample's), top8 over them (geomean) "
+                 "and its minimum.")
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -402,17 +500,23 @@ def model_card(meta: dict, evals: dict[str, Evaluation]) -> str:
         "",
         _md_table(COMPARISON_HEADER, comparison_rows(h)),
         "",
+        f"Over groups {truth_line(h)}. Held-out groups whose shape has a group in training: "
+        f"{fmt(h.get('twin_groups'))}.",
+        "",
         f"Family default config: {fmt(h.get('default_score'))} of the best (geomean; p10 "
         f"{fmt(h.get('p10_default_score'))}). NDCG@8 {fmt(h.get('ndcg_at_8'))}, Kendall tau "
         f"{fmt(h.get('kendall_tau'))}.",
         "",
         _md_table(KERNEL_HEADER, kernel_rows(h)),
     ]
-    for how, title in (("dissimilar", "Dissimilar shapes (largest and skinniest held out)"),
-                       ("family", "Leave one kernel family out")):
+    titles = {"dissimilar": "Dissimilar shapes (largest and skinniest held out)",
+              "family": "Leave one kernel family out",
+              **{f"kind_{k}": f"A kind of shape held out: every {v.rule}" for k, v in KINDS.items()}}
+    for how, title in titles.items():
         if how in evals:
             s = evals[how].summary()
             lines += ["", f"## {title}: a fresh model per split ({s['groups']} groups)", "",
-                      _md_table(COMPARISON_HEADER, comparison_rows(s)), "", _md_table(KERNEL_HEADER, kernel_rows(s))]
+                      _md_table(COMPARISON_HEADER, comparison_rows(s)), "", f"Over groups {truth_line(s)}.", "",
+                      _md_table(KERNEL_HEADER, kernel_rows(s))]
     lines += ["", COMPARISON_LEGEND, "", KERNEL_LEGEND, f"Written {datetime.now(timezone.utc).date().isoformat()}.", ""]
     return "\n".join(lines)
