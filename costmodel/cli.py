@@ -236,7 +236,8 @@ def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
     per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
     overall = _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines")
     figures = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
-               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}\n"
+               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}; groups whose shape "
+               f"has a group in training: {e.fmt(summary.get('twin_groups'))}\n"
                f"over groups {e.truth_line(summary)}")
     for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
         err_console.print(part)
@@ -315,9 +316,9 @@ def train(data, gpu, out, ship, track, register, extra_splits, trees, seed, dask
               type=click.Choice(["heldout", "dissimilar", "family", "kind"]),
               help="heldout: the model's own held-out groups; dissimilar/family/kind: fresh models trained on the "
                    "complement")
-@click.option("--kind", default="unaligned", show_default=True, type=click.Choice(["unaligned", "skinny"]),
-              help="with --split kind, the kind of shape held out: unaligned (a matmul dim not a multiple of 16), "
-                   "skinny (matmul M <= 64)")
+@click.option("--kind", default=None, type=click.Choice(["unaligned", "skinny"]),
+              help="with --split kind, the kind of shape held out: unaligned (default; a matmul dim not a multiple "
+                   "of 16), skinny (matmul M <= 64)")
 @click.option("--plots", default=None, type=click.Path(), help="write PNG plots into this directory")
 @click.option("--seed", default=0, show_default=True, help="seed for the dissimilar/family/kind models")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
@@ -329,6 +330,8 @@ def evaluate(data, model_ref, how, kind, plots, seed, as_json):
 
     from costmodel import evaluation, model
 
+    if kind and how != "kind":
+        raise CostModelError(f"--kind {kind} goes with --split kind, not --split {how}")
     if model_ref is None:
         table, gpu = model.training_table(data)
         cm = model.load_shipped(gpu) if how == "heldout" else None
@@ -344,7 +347,7 @@ def evaluate(data, model_ref, how, kind, plots, seed, as_json):
         ev = evaluation.evaluate(cm, test, train, how)
     else:
         ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed,
-                                       lambda line: click.echo(line, err=True), kind if how == "kind" else None)
+                                       lambda line: click.echo(line, err=True), kind or "unaligned")
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
     if plots:
         from costmodel.plots import write_plots

@@ -71,6 +71,11 @@ def test_kind_split_refuses_an_unknown_kind(groups):
         evaluation.split_groups(table, "kind", kind="square")
 
 
+def test_kind_without_the_kind_split_is_refused(cli, tmp_path):
+    code, stdout, stderr = cli("evaluate", "--data", str(tmp_path), "--kind", "skinny", "--json")
+    assert code == 2 and stdout == "" and stderr == "error: --kind skinny goes with --split kind, not --split heldout\n"
+
+
 def test_cli_kinds_are_the_registry():
     from costmodel.cli import evaluate
 
