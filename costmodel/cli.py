@@ -236,8 +236,8 @@ def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
     per_kernel = _rows_table(e.KERNEL_HEADER, e.kernel_rows(summary), f"{title}, per kernel")
     overall = _rows_table(e.COMPARISON_HEADER, e.comparison_rows(summary), f"{title}: model vs baselines")
     figures = (f"default config {e.fmt(summary.get('default_score'))} of best, NDCG@8 "
-               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}; groups whose shape "
-               f"has a group in training: {e.fmt(summary.get('twin_groups'))}\n"
+               f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}; "
+               f"groups whose shape has a group in training: {e.fmt(summary.get('twin_groups'))}\n"
                f"over groups {e.truth_line(summary)}")
     for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
         err_console.print(part)

@@ -21,6 +21,7 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, field
+from typing import Callable
 from datetime import datetime, timezone
 
 import numpy as np
@@ -37,7 +38,8 @@ SCORE_FLOOR = 1e-3
 SPLITS = ("heldout", "dissimilar", "family", "kind")
 # heldout: a shape (family, problem) is held out, in every dtype and under every kernel hash at once, when its
 # seeded hash falls under the share for its kind: a group whose twin (same shape, other dtype or older kernel
-# hash) trained would flatter the model (33 of 91 held-out groups had one). A hash, not a draw over the current
+# hash) trained would flatter the model (34 of the 91 held-out groups of the model shipped with issue 16 had
+# one). A hash, not a draw over the current
 # group list, keeps a shape's side fixed as the dataset grows (see tracking's champion rule)
 HELDOUT_SHARE = 0.15
 HELDOUT_SHARE_EXHAUSTIVE = 0.75  # a shape with a group measured over the whole space has complete ground truth:
@@ -49,7 +51,7 @@ class Kind:
     """A kind of shape the kind split holds out whole: ``test(info)`` marks the groups of that kind."""
     family: str
     rule: str
-    test: object  # (group_info table) -> bool array
+    test: Callable[[pa.Table], np.ndarray]  # group_info table -> bool per group
 
 
 def _dims(info: pa.Table, *names: str) -> np.ndarray:
@@ -89,7 +91,6 @@ class Evaluation:
     split: str
     groups: list[GroupResult] = field(default_factory=list)
     records: int = 0
-
     twin_groups: int = 0  # test groups whose shape has a group on the training side
 
     def summary(self) -> dict:
@@ -471,9 +472,9 @@ COMPARISON_LEGEND = ("Scores are fractions of each group's best measured latency
                      "configs; nearest-k: the best configs of the nearest training shapes.")
 KERNEL_LEGEND = ("top1, top8: model top-k score at k=1, 8; p10top8: 10th percentile of top8 over groups; rand8, "
                  "near8: random-8 and nearest-8 baselines; default: the family's default config; ndcg8: NDCG@8 "
-                 "(gain best/latency); tau: Kendall tau-b of predicted vs measured speed; exh, top8exh, min8exh: groups measured "
-                 "over the whole valid space (their best is the space's best, not a sample's), top8 over them (geomean) "
-                 "and its minimum.")
+                 "(gain best/latency); tau: Kendall tau-b of predicted vs measured speed; exh, top8exh, min8exh: "
+                 "groups measured over the whole valid space (their best is the space's best, not a sample's), top8 "
+                 "over them (geomean) and its minimum.")
 
 
 def _md_table(header: list[str], rows: list[list[str]]) -> str:
