@@ -39,8 +39,8 @@ SPLITS = ("heldout", "dissimilar", "family", "kind")
 # heldout: a shape (family, problem) is held out, in every dtype and under every kernel hash at once, when its
 # seeded hash falls under the share for its kind: a group whose twin (same shape, other dtype or older kernel
 # hash) trained would flatter the model (34 of the 91 held-out groups of the model shipped with issue 16 had
-# one). A hash, not a draw over the current
-# group list, keeps a shape's side fixed as the dataset grows (see tracking's champion rule)
+# one). A hash, not a draw over the current group list, keeps a shape's side fixed as the dataset grows (see
+# tracking's champion rule)
 HELDOUT_SHARE = 0.15
 HELDOUT_SHARE_EXHAUSTIVE = 0.75  # a shape with a group measured over the whole space has complete ground truth:
 # prefer it for evaluation
