@@ -178,7 +178,7 @@ def split_groups(table: pa.Table, how: str, seed: int = 0, kind: str | None = No
             raise CostModelError(f"unknown kind {kind!r}; choose from {', '.join(KINDS)}")
         test = kind_mask(info, kind)
         rule = {"split": f"kind:{kind}", "kind": kind,
-                "rule": f"every {KINDS[kind].rule} held out; the model trains on the rest"}
+                "rule": f"all {KINDS[kind].rule} held out; the model trains on the rest"}
         splits = [(f"kind:{kind}", test)]
     elif how == "dissimilar":
         shapes, shape = shape_codes(info)  # ranked by shape, so a shape's dtypes and kernel hashes go together
@@ -512,7 +512,7 @@ def model_card(meta: dict, evals: dict[str, Evaluation]) -> str:
     ]
     titles = {"dissimilar": "Dissimilar shapes (largest and skinniest held out)",
               "family": "Leave one kernel family out",
-              **{f"kind_{k}": f"A kind of shape held out: every {v.rule}" for k, v in KINDS.items()}}
+              **{f"kind_{k}": f"A kind of shape held out, {k}: {v.rule}" for k, v in KINDS.items()}}
     for how, title in titles.items():
         if how in evals:
             s = evals[how].summary()
