@@ -122,8 +122,8 @@ def test_tune_returns_the_default_when_it_beats_every_top_k_config(matmul_group,
     assert default not in slowest and default_ms < min(lat[dataset.canonical_json(c)] for c in slowest)
     # the candidates are the 8 slowest and the default: the stub ranks the default last, outside the top 8
     res = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=slowest + [default])
-    assert [r["config"] for r in res.predicted_rank] == slowest[::-1] and not res.second_round["ran"]
     assert res.best == {"config": default, "latency_ms": default_ms} and res.default_latency_ms == default_ms
+    assert [r["config"] for r in res.predicted_rank] == slowest[::-1] and not res.second_round["ran"]
 
 
 def test_no_second_round_past_the_budget(matmul_group, monkeypatch):
@@ -200,6 +200,8 @@ def test_predict_only_ranks_valid_configs_on_the_cpu(cli):
     (["--kernel", "matmul", "--shape", "M64,N=64"], "bad shape"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--dtype", "float64"], "does not support dtype"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64"], "no CUDA GPU is visible"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "-1"], "--budget-s must be"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "nan"], "--budget-s must be"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--predict-only", "--gpu", "nvidia-b200"], "no model at"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, monkeypatch, cli):

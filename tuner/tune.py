@@ -90,7 +90,9 @@ def disagreement(latencies_in_predicted_order: list[float | None]) -> dict:
 
     lat = np.array([np.nan if x is None else x for x in latencies_in_predicted_order], dtype=np.float64)
     ran = np.flatnonzero(np.isfinite(lat))
-    rho = float(spearmanr(ran, lat[ran]).statistic) if len(ran) >= 3 else float("nan")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # every latency equal: no correlation (NaN), not a disagreement
+        rho = float(spearmanr(ran, lat[ran]).statistic) if len(ran) >= 3 else float("nan")
     spread = float(lat[ran].max() / lat[ran].min()) if len(ran) else float("nan")
     reasons = [r for r, hit in (("the measured order disagrees with the predicted order", rho < RHO_MIN),
                                 ("the top-k's latencies are far apart", spread > SPREAD_MAX),
@@ -117,7 +119,7 @@ def corrected_order(timed_x, timed_ms, timed_scores, rest_x, rest_scores):
     s = np.concatenate([timed_scores, rest_scores]).astype(np.float64)
     s = (s - s[:n].mean()) / max(float(s.std()), 1e-12)
     y = np.log(np.asarray(timed_ms, dtype=np.float64))
-    slope = float(np.polyfit(s[:n], y, 1)[0])
+    slope = float(np.polyfit(s[:n], y, 1)[0]) if np.ptp(s[:n]) > 1e-12 else 0.0  # tied scores: no slope
     x = np.vstack([timed_x, rest_x]).astype(np.float64)
     x[~np.isfinite(x)] = np.nan
     with np.errstate(invalid="ignore"), warnings.catch_warnings():
