@@ -413,6 +413,9 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--dtype", default="float16", show_default=True)
 @click.option("-k", "k", default=8, show_default=True, help="configs to benchmark: the model's top k")
 @click.option("--exhaustive", is_flag=True, help="also time the whole valid space, for comparison")
+@click.option("--budget-s", default=10.0, show_default=True, type=float,
+              help="wall budget of the call: a second round (k more configs, re-ranked with the top k's "
+                   "measurements when they disagree with the model) starts only if it fits")
 @click.option("--predict-only", is_flag=True, help="rank without a GPU; nothing is measured")
 @click.option("--record", is_flag=True, help="append the measurements to the dataset at --data")
 @click.option("--data", default="data", show_default=True, type=click.Path())
@@ -421,7 +424,7 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--no-cache", is_flag=True, help="neither read nor write the result cache")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, model_ref, no_cache, as_json):
+def tune(family, shape, dtype, k, exhaustive, budget_s, predict_only, record, data, gpu, model_ref, no_cache, as_json):
     """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
     from costmodel.kernels import get_family
 
@@ -429,6 +432,8 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
     problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
     if k < 1:
         raise CostModelError("-k must be at least 1")
+    if not budget_s >= 0:
+        raise CostModelError("--budget-s must be a number of seconds >= 0")
     if predict_only and (exhaustive or record):
         raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
     if not predict_only:
@@ -455,7 +460,7 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
 
     with IsolatedBenchmarker(hw, compile_workers=min(k + 1, 16)) as bench:
         result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
-                              cache=None if no_cache else ResultCache())
+                              cache=None if no_cache else ResultCache(), budget_s=budget_s)
     out = result.as_dict()
     if record and not result.cached:
         out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
@@ -471,8 +476,19 @@ def tune(family, shape, dtype, k, exhaustive, predict_only, record, data, gpu, m
     table.caption = ((f"best {best['latency_ms']:.4f} ms {json.dumps(best['config'])}" if best["config"] is not None
                       else f"none of the top {k} ran correctly") + "; default "
                      f"{default if default is None else f'{default:.4f}'} ms"
-                     + (f"; exhaustive best {result.exhaustive_best_ms:.4f} ms" if result.exhaustive_best_ms else ""))
+                     + (f"; exhaustive best {result.exhaustive_best_ms:.4f} ms" if result.exhaustive_best_ms else "")
+                     + _second_round_note(result.second_round))
     _emit(out, as_json, table)
+
+
+def _second_round_note(second: dict) -> str:
+    if not second:  # a cached result from before second rounds
+        return ""
+    if not second["ran"]:
+        return f"; no second round ({second['reason']})"
+    best = second["best_ms"]
+    return (f"; second round of {second['configs']} ({second['reason']}): best "
+            f"{'none ran' if best is None else f'{best:.4f} ms'}")
 
 
 if __name__ == "__main__":

@@ -47,8 +47,11 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     for family, problem, dtype, best in _groups(t):
         cands = bench.recorded_configs(family, problem, dtype)
         res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands)
-        assert res.benchmarked <= 9 and res.candidates == len(cands)
-        assert set(res.phases_s) == {"rank", "compile", "time", "finalists"}
+        assert res.benchmarked - res.second_round["configs"] in (8, 9) and res.candidates == len(cands)
+        assert res.second_round["configs"] in ((8,) if res.second_round["ran"] else (0,))
+        if res.default_latency_ms is not None:  # the default competes: tune never returns a slower config
+            assert res.best["latency_ms"] <= res.default_latency_ms
+        assert set(res.phases_s) == {"rank", "compile", "time", "second", "finalists"}
         assert min(res.phases_s.values()) >= 0 and sum(res.phases_s.values()) <= res.wall_s
         ratios.append(best / res.best["latency_ms"])
         # random picks among the configs that ran (a failed pick would only make random-8 worse)
@@ -59,6 +62,80 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     assert geo > float(geomean(np.array(random8))) + 0.05, "no better than benchmarking 8 random configs"
     print(f"replay tune k=8 on {len(ratios)} held-out groups: geomean {geo:.4f}, p10 {np.quantile(ratios, 0.1):.4f}")
     assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
+
+
+def _inverted_model(monkeypatch, bench, family, problem, dtype):
+    """A model that ranks the measured-slowest first: its score of a config is that config's recorded log latency
+    (the replay's own real measurements), so the top-k are the k slowest that ran."""
+    from costmodel.kernels import get_family
+
+    lat = {dataset.canonical_json(m.config): m.latency_ms
+           for m in bench.measure(family, problem, dtype, bench.recorded_configs(family, problem, dtype)) if m.ok}
+    knobs = [kn.name for kn in get_family(family).knobs]
+
+    def score(cm, table):
+        cols = {kn: table[f"cfg_{kn}"].to_pylist() for kn in knobs}
+        keys = [dataset.canonical_json({kn: cols[kn][i] for kn in knobs}) for i in range(table.num_rows)]
+        return np.log([lat[key] for key in keys])
+
+    monkeypatch.setattr(model, "score", score)
+    return lat
+
+
+@pytest.fixture(scope="module")
+def matmul_group(heldout):
+    """A held-out matmul group with at least 40 configs that ran, the default among them (real H200 rows)."""
+    from costmodel.kernels import get_family
+
+    cm, t = heldout
+    bench = ReplayBenchmarker(t)
+    for family, problem, dtype, _ in _groups(t):
+        if family != "matmul":
+            continue
+        ok = [m.config for m in bench.measure(family, problem, dtype, bench.recorded_configs(family, problem, dtype))
+              if m.ok]
+        default = get_family(family).default_config(problem, dtype, HW)
+        if len(ok) >= 40 and default in ok:
+            return bench, problem, dtype, ok, default
+    pytest.skip("no held-out matmul group with 40 configs that ran and the default among them")
+
+
+def test_second_round_recovers_from_a_ranking_the_measurements_invert(matmul_group, monkeypatch):
+    bench, problem, dtype, ok, _ = matmul_group
+    lat = _inverted_model(monkeypatch, bench, "matmul", problem, dtype)
+    res = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=ok)
+    first_best = min(r["latency_ms"] for r in res.predicted_rank)
+    assert first_best == sorted(lat.values())[-8], "the stub's top 8 should be the 8 slowest"
+    assert res.best["latency_ms"] < first_best, "tune kept the first round's best"
+    sr = res.second_round
+    assert sr["ran"] and sr["configs"] == 8 and sr["disagreement"]["rho"] == -1.0
+    assert "disagrees" in sr["reason"] and res.benchmarked >= 16
+    # the correction turns the inverted order around: the second batch holds the fastest config recorded
+    assert sr["best_ms"] == min(lat.values()) == res.best["latency_ms"]
+
+
+def test_tune_returns_the_default_when_it_beats_every_top_k_config(matmul_group, monkeypatch):
+    bench, problem, dtype, ok, default = matmul_group
+    lat = _inverted_model(monkeypatch, bench, "matmul", problem, dtype)
+    slowest = sorted(ok, key=lambda c: lat[dataset.canonical_json(c)])[-8:]
+    default_ms = lat[dataset.canonical_json(default)]
+    assert default not in slowest and default_ms < min(lat[dataset.canonical_json(c)] for c in slowest)
+    # the candidates are the 8 slowest and the default: the stub ranks the default last, outside the top 8
+    res = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=slowest + [default])
+    assert res.best == {"config": default, "latency_ms": default_ms} and res.default_latency_ms == default_ms
+    assert [r["config"] for r in res.predicted_rank] == slowest[::-1] and not res.second_round["ran"]
+
+
+def test_no_second_round_past_the_budget(matmul_group, monkeypatch):
+    bench, problem, dtype, ok, _ = matmul_group
+    _inverted_model(monkeypatch, bench, "matmul", problem, dtype)
+    res = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=ok, budget_s=0.0)
+    sr = res.second_round
+    assert sr["disagreement"]["disagrees"] and not sr["ran"] and sr["configs"] == 0
+    assert sr["reason"].startswith("over budget") and res.benchmarked in (8, 9)
+    assert res.best["latency_ms"] <= min(r["latency_ms"] for r in res.predicted_rank)
+    roomy = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=ok, budget_s=60.0)
+    assert roomy.second_round["ran"]
 
 
 def test_second_tune_answers_from_the_cache(heldout, tmp_path):
@@ -123,6 +200,8 @@ def test_predict_only_ranks_valid_configs_on_the_cpu(cli):
     (["--kernel", "matmul", "--shape", "M64,N=64"], "bad shape"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--dtype", "float64"], "does not support dtype"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64"], "no CUDA GPU is visible"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "-1"], "--budget-s must be"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "nan"], "--budget-s must be"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--predict-only", "--gpu", "nvidia-b200"], "no model at"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, monkeypatch, cli):
