@@ -49,6 +49,14 @@ class GroupPlan:
     exhaustive: bool
 
 
+def check_bounds(families: list[str], where: tuple[DimBound, ...]) -> None:
+    """Every bound names a dim of every family (a bound on a dim a family lacks is a typo, not an empty plan)."""
+    for bound in where:
+        unknown = [f for f in families if bound.dim not in get_family(f).dims]
+        if unknown:
+            raise CostModelError(f"--where {bound.dim}{bound.op}{bound.value}: {', '.join(unknown)} has no dim {bound.dim}")
+
+
 def _spread(total: int, parts: int) -> list[int]:
     """``total`` split over ``parts`` as evenly as can be, the first parts taking one more."""
     return [total // parts + (i < total % parts) for i in range(parts)]
@@ -64,10 +72,7 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
     drawing from a pool rather than the whole space lets one compiled binary serve many shapes, which is what
     makes collection fast. ``where`` keeps only the problems within every bound (drawn from the family's usual
     mix, so the plan aims at a region of it)."""
-    for bound in where:
-        unknown = [f for f in families if bound.dim not in get_family(f).dims]
-        if unknown:
-            raise CostModelError(f"--where {bound.dim}{bound.op}{bound.value}: {', '.join(unknown)} has no dim {bound.dim}")
+    check_bounds(families, where)
     if not 0 <= exhaustive_share <= 1:
         raise CostModelError(f"--exhaustive-share {exhaustive_share}: a share of the groups, from 0 to 1")
     rng = np.random.default_rng(seed)

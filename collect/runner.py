@@ -70,9 +70,13 @@ def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
     (``dataset.resolve_group``) goes on under its id."""
     cands = [dataset.group_candidates(hw.gpu, g.family, g.problem, g.dtype) for g in plan]
     done = measured_pairs([gid for c in cands for gid, _ in c]) if measured_pairs is not None else set()
+    by_gid = collections.defaultdict(set)  # one pass over the measured pairs, not one per group
+    for gid, cfg in done:
+        by_gid[gid].add(cfg)
     items = []
     for i, (g, c) in enumerate(zip(plan, cands)):
-        gid, kernel_hash, measured = dataset.resolve_group(c, done)
+        mine = {(gid, cfg) for gid, _ in c for cfg in by_gid.get(gid, ())}
+        gid, kernel_hash, measured = dataset.resolve_group(c, mine)
         todo = [cfg for cfg in g.configs if dataset.canonical_json(cfg) not in measured]
         if todo:
             items.append(WorkItem(i, g, gid, todo, kernel_hash=kernel_hash))

@@ -131,7 +131,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             time_budget, gpus, dask_address, as_json):
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
-    from collect.plan import DimBound, make_plan
+    from collect.plan import DimBound, check_bounds, make_plan
     from collect.runner import run_plan
     from costmodel.dataset import new_run_id
     from costmodel import hardware
@@ -146,9 +146,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     if gpus and dask_address:
         raise CostModelError("--gpus and --dask are alternatives: pass one")
     where = tuple(DimBound.parse(b) for b in bounds)
-    for b in where:  # bad input, before anything asks for a GPU
-        if lacking := [n for n in names if b.dim not in get_family(n).dims]:
-            raise CostModelError(f"--where {b.dim}{b.op}{b.value}: {', '.join(lacking)} has no dim {b.dim}")
+    check_bounds(names, where)  # bad input, before anything asks for a GPU
     if "://" in out and not dask_address:
         raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
 
@@ -175,8 +173,8 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             from collect.parallel import resolve_gpus
 
             workers = resolve_gpus(gpus, device == "cpu")
-        hw = hardware.INTERPRETER if device == "cpu" else visible_gpu("collect measures on a GPU: run it on a GPU "
-                                                                      "host")
+        hw = hardware.INTERPRETER if device == "cpu" else hardware.current(hint="collect measures on a GPU: run "
+                                                                            "it on a GPU host")
         plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
         _check_where_left_problems(plan, names, bounds)
         _describe_plan(plan, hw.gpu)
@@ -197,16 +195,6 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),
                   str(summary["measured"] - summary["counts"]["ok"]), str(summary["ok_per_s"]), str(summary["wall_s"]))
     _emit(summary, as_json, table)
-
-
-def visible_gpu(hint: str):
-    """The visible GPU's hardware record; without one, an error that says what this command can do instead."""
-    from costmodel import hardware
-
-    try:
-        return hardware.current()
-    except CostModelError:
-        raise CostModelError(f"no CUDA GPU is visible: {hint}") from None
 
 
 def _check_where_left_problems(plan: list, names: list[str], bounds: tuple[str, ...]) -> None:
@@ -395,7 +383,7 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
     from costmodel import hardware, model
 
     if not predict_only:
-        hw = visible_gpu("tune measures on a GPU; --predict-only ranks without one")
+        hw = hardware.current(hint="tune measures on a GPU; --predict-only ranks without one")
         if gpu and gpu != hw.gpu:
             raise CostModelError(f"--gpu {gpu} but the visible GPU is {hw.gpu}")
         return hw, model.load(cost_model_ref or hw.gpu, gpu=hw.gpu)

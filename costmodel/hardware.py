@@ -46,14 +46,15 @@ KNOWN = {
 INTERPRETER = replace(KNOWN["nvidia-h200"], gpu="interpreter", name="Triton interpreter (CPU)")
 
 
-def current(device: int | None = None) -> HardwareRecord:
-    """The record of the visible CUDA device."""
+def current(device: int | None = None, hint: str = "run on a GPU host") -> HardwareRecord:
+    """The record of the visible CUDA device; without one, an error ending in ``hint``: what the caller can do
+    instead."""
     import torch
 
     if not torch.cuda.is_available():
         from costmodel.errors import CostModelError
 
-        raise CostModelError("no CUDA GPU is visible (use --predict-only, or run on a GPU host)")
+        raise CostModelError(f"no CUDA GPU is visible: {hint}")
     idx = torch.cuda.current_device() if device is None else device
     p = torch.cuda.get_device_properties(idx)
     from triton.runtime import driver

@@ -119,7 +119,7 @@ def test_where_that_leaves_no_problem_is_an_error(tmp_path, monkeypatch, cli):
     import costmodel.hardware
 
     monkeypatch.delenv("TRITON_INTERPRET", raising=False)
-    monkeypatch.setattr(costmodel.hardware, "current", lambda device=None: costmodel.hardware.KNOWN["nvidia-h200"])
+    monkeypatch.setattr(costmodel.hardware, "current", lambda device=None, hint="": costmodel.hardware.KNOWN["nvidia-h200"])
     code, _, stderr = cli("collect", "--kernel", "matmul,softmax", "--groups", "2", "--where", "N>=1000000000",
                           "--out", str(tmp_path / "d"))
     _one_line_error(code, stderr, "leaves no problem of matmul, softmax")

@@ -224,7 +224,7 @@ def test_tune_reports_a_top_k_where_nothing_ran(cli, monkeypatch, tmp_path):
                           compile_s=0.0, predicted_rank=[{"rank": 1, "config": {}, "status": "runtime_error",
                                                           "latency_ms": None}])
 
-    monkeypatch.setattr(costmodel.hardware, "current", lambda: HW)
+    monkeypatch.setattr(costmodel.hardware, "current", lambda device=None, hint="": HW)
     monkeypatch.setattr(tuner.tune, "tune", all_failed)
     code, _, stderr = cli("tune", "--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--no-cache")
     assert code == 0, stderr

@@ -105,11 +105,8 @@ class _Ranker:
 
     def hardware(self) -> HardwareRecord:
         if self._hw is None:
-            try:
-                self._hw = hardware.current()
-            except CostModelError:
-                raise CostModelError("no CUDA GPU is visible: pass costmodel_autotune(hw=...) a GPU's record, e.g. "
-                                     "costmodel.hardware.KNOWN['nvidia-h200'], to rank for it") from None
+            self._hw = hardware.current(hint="pass costmodel_autotune(hw=...) a GPU's record, e.g. "
+                                             "costmodel.hardware.KNOWN['nvidia-h200'], to rank for it")
         return self._hw
 
     def model(self, hw: HardwareRecord):

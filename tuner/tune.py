@@ -26,9 +26,9 @@ BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts o
 # the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
 # order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
 # top-k that ran is over SPREAD_MAX times the fastest (a model that knows the problem's region keeps its top-k
-# close), or fewer than half ran. Measured on the 91 held-out H200 groups (replay, k=8): with (0.5, 1.3) a second
-# round runs on 64 and tune reaches 0.9927 of the recorded best (geomean), against 0.9929 when it always runs,
-# 0.9887 with (0.0, 1.5) (32 run) and 0.9871 for the top 8 alone
+# close), or fewer than half ran. Measured on the 91 held-out H200 groups (scripts/replay_tune.py, k=8): with
+# (0.5, 1.3) a second round runs on 64 and tune reaches 0.9927 of the recorded best (geomean), against 0.9929
+# when it always runs, 0.9887 with (0.0, 1.5) (32 run) and 0.9878 with none
 RHO_MIN = 0.5
 SPREAD_MAX = 1.3
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows
@@ -109,10 +109,8 @@ def corrected_order(timed_x, timed_ms, timed_scores, rest_x, rest_scores):
     (columns standardised over every candidate, constant ones dropped, missing values at the mean; solved in its
     dual form: a handful of rows, tens of columns). Deterministic and vectorised.
 
-    Measured on the 91 held-out H200 groups with a second batch of 8 forced after the model's top 8: the best
-    of both batches is 0.9930 of the recorded best (geomean) against 0.9871 for the top 8 alone, 9 groups
-    improved; the next 8 by the model alone reach 0.9927 (8 improved); a ridge on features and score together
-    improved none (it ranks everything near the timed configs' mean)."""
+    On the 91 held-out H200 groups with a second batch of 8 after every top 8 (scripts/replay_tune.py, setting
+    "always"): 0.9929 of the recorded best (geomean), against 0.9878 with no second round."""
     import numpy as np
 
     n = len(timed_ms)
@@ -183,15 +181,8 @@ def _main_module_rerun_line() -> int | None:
     return line
 
 
-def _visible_gpu() -> HardwareRecord:
-    from costmodel.errors import CostModelError
-
-    try:
-        return hardware.current()
-    except CostModelError:
-        raise CostModelError("no CUDA GPU is visible: tune() measures on a GPU; on a CPU pass hw= (e.g. "
-                             "costmodel.hardware.KNOWN['nvidia-h200']) with a ReplayBenchmarker, or an "
-                             "IsolatedBenchmarker(hw, device='cpu') under TRITON_INTERPRET=1") from None
+_NO_GPU_HINT = ("tune() measures on a GPU; on a CPU pass hw= (e.g. costmodel.hardware.KNOWN['nvidia-h200']) with a "
+                "ReplayBenchmarker, or an IsolatedBenchmarker(hw, device='cpu') under TRITON_INTERPRET=1")
 
 
 def _check_main_guarded(bench: Benchmarker) -> None:
@@ -251,7 +242,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     _check_main_guarded(bench)
     fam = get_family(family)
     problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
-    hw = hw or _visible_gpu()
+    hw = hw or hardware.current(hint=_NO_GPU_HINT)
     key = ResultCache.key(hw.gpu, fam.kernel_hash, family, problem, dtype, triton.__version__)
     if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})

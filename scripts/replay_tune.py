@@ -1,0 +1,78 @@
+"""tune() replayed on the shipped model's held-out groups, under several second-round settings (CPU).
+
+    python scripts/replay_tune.py [--data data] [--settings top8,0.0:1.5,0.5:1.3,always] [--out F]
+
+For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
+configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `top8`
+(no second round: budget 0) or `always` (a second round whenever configs are left). Prints one JSON object:
+per setting, the geomean and p10 of recorded best / tune's best, and on how many groups a second round ran."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from costmodel import dataset, model  # noqa: E402
+from costmodel.benchmark import ReplayBenchmarker  # noqa: E402
+from costmodel.evaluation import geomean  # noqa: E402
+from costmodel.hardware import KNOWN  # noqa: E402
+import tuner.tune as tune_mod  # noqa: E402
+
+
+def groups(t: pa.Table):
+    for gid in sorted(set(t["group_id"].to_pylist())):
+        g = t.filter(pc.equal(t["group_id"], gid))
+        r = g.slice(0, 1).to_pylist()[0]
+        yield r["kernel"], json.loads(r["problem_json"]), r["dtype"], pc.min(g["latency_ms"]).as_py()
+
+
+def replay(t: pa.Table, cm, setting: str) -> dict:
+    budget, rho, spread = None, tune_mod.RHO_MIN, tune_mod.SPREAD_MAX
+    if setting == "top8":
+        budget = 0.0
+    elif setting == "always":
+        rho, spread = float("inf"), 0.0
+    else:
+        rho, spread = (float(x) for x in setting.split(":"))
+    saved = tune_mod.RHO_MIN, tune_mod.SPREAD_MAX
+    tune_mod.RHO_MIN, tune_mod.SPREAD_MAX = rho, spread
+    try:
+        bench, ratios, second = ReplayBenchmarker(t), [], 0
+        for family, problem, dtype, best in groups(t):
+            res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu],
+                                configs=bench.recorded_configs(family, problem, dtype), budget_s=budget)
+            ratios.append(best / res.best["latency_ms"])
+            second += bool(res.second_round.get("ran"))
+    finally:
+        tune_mod.RHO_MIN, tune_mod.SPREAD_MAX = saved
+    r = np.array(ratios)
+    return {"setting": setting, "groups": len(r), "second_rounds": second, "geomean": round(float(geomean(r)), 4),
+            "p10": round(float(np.quantile(r, 0.1)), 4)}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", default="data")
+    ap.add_argument("--settings", default="top8,0.0:1.5,0.5:1.3,always")
+    ap.add_argument("--out", type=Path)
+    args = ap.parse_args()
+    cm = model.load_shipped("nvidia-h200")
+    t = dataset.read(args.data)
+    t = t.filter(pc.is_in(t["group_id"], pa.array(cm.meta["heldout"]["groups"])))
+    result = {"rows": t.num_rows, "results": [replay(t, cm, s) for s in args.settings.split(",")]}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
