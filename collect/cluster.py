@@ -178,9 +178,10 @@ def measure_group(item: WorkItem, root: str, run_id: str, plan_hw: dict, interpr
         recorder = runner.GroupRecorder(bench, hw, run_id)
         for w in ahead:  # measured 17.7 ok rows/s on one H200 without this, 25.6 for --gpus 1 (which looks ahead)
             bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
-        waited, timed = bench.waited_s, bench.timed_s
+        before = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
         ms, rows = recorder.measure(item)
-        spent = {"waited_s": round(bench.waited_s - waited, 3), "timed_s": round(bench.timed_s - timed, 3)}
+        after = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
+        spent = {k: round(after[k] - before[k], 3) for k in before}
     path = store.write_shard(hw.gpu, g.family, shard_id, rows)
     return {**summary, "counts": {k: v for k, v in recorder.counts.items() if v}, "best_ms": runner.best_ms(ms),
             "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3), **spent}
@@ -218,9 +219,9 @@ def per_worker(group_runs: list[dict]) -> list[dict]:
     out: dict[tuple, dict] = {}
     for g in group_runs:
         w = out.setdefault((g["host"], g["pid"]), {"host": g["host"], "pid": g["pid"], "groups": 0, "ok": 0,
-                                                    "waited_s": 0.0, "timed_s": 0.0})
+                                                    "waited_s": 0.0, "timed_s": 0.0, "compile_s": 0.0, "lock_wait_s": 0.0})
         w["groups"] += 1
-        for k in ("ok", "waited_s", "timed_s"):
+        for k in ("ok", "waited_s", "timed_s", "compile_s", "lock_wait_s"):
             w[k] = round(w[k] + g.get(k, 0), 3)
     return list(out.values())
 
@@ -301,8 +302,8 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
                 shards.append(r["shard"])
                 recovered += r["recovered"]
                 groups.append({**{k: r[k] for k in ("index", "host", "pid", "wall_s", "recovered")},
-                               "ok": r["counts"].get("ok", 0), "waited_s": r.get("waited_s", 0.0),
-                               "timed_s": r.get("timed_s", 0.0)})
+                               "ok": r["counts"].get("ok", 0),
+                               **{k: r.get(k, 0.0) for k in ("waited_s", "timed_s", "compile_s", "lock_wait_s")}})
                 view.describe(w.describe())
                 view.update(counts, "" if r["recovered"] else r["best_ms"])
         if skipped:

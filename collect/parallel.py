@@ -193,7 +193,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
 
         def stats() -> dict:
             return {"pid": os.getpid(), "waited_s": round(bench.waited_s, 2), "timed_s": round(bench.timed_s, 2),
-                    "starved_s": round(starved_s, 2)}
+                    "starved_s": round(starved_s, 2), **bench.compile_spent}
 
         try:
             while held or not stopping:
@@ -248,8 +248,10 @@ class _Slot:
 
     def summary(self) -> dict:
         """The slot's line in the manifest: its GPU, workers, groups and ok rows published, and where the time of
-        its timing worker went (waited_s on compiles, timed_s checking and timing, starved_s with no group)."""
-        spent = {k: round(sum(st[k] for st in self.stats.values()), 2) for k in ("waited_s", "timed_s", "starved_s")}
+        its timing worker went (waited_s on compiles, timed_s checking and timing, starved_s with no group), and
+        its compile processes' seconds (compile_s compiling, lock_wait_s waiting on another worker's compile)."""
+        spent = {k: round(sum(st.get(k, 0.0) for st in self.stats.values()), 2)
+                 for k in ("waited_s", "timed_s", "starved_s", "compile_s", "lock_wait_s")}
         return {"slot": self.index, "gpu": self.gpu, "pids": self.pids, "deaths": self.deaths, "retired": self.retired,
                 "groups": self.groups, "ok": self.ok, **spent}
 

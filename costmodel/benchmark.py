@@ -168,13 +168,37 @@ def meta_inputs(fam: KernelFamily, problem: Problem, dtype: str) -> tuple[tuple,
         return fam.make_inputs(problem, dtype, "meta"), fam.make_output(problem, dtype, "meta")
 
 
+def compile_lock(family: str, key: tuple):
+    """A lock file per (family, compile key) beside Triton's on-disk cache, held while one process compiles it.
+    Every process that shares the cache (the compile pools of `collect --gpus` workers, Dask workers on one host)
+    then compiles a binary once: a second process waits for the first and finds the binary in the cache. Without
+    it, the pools of two GPU workers drawing configs from the same per-family pools compiled the same binaries
+    side by side, and the CPU cores they share were the limit on scaling (issue 13)."""
+    import hashlib
+
+    import filelock
+    import triton.knobs
+
+    digest = hashlib.sha256(repr((family, get_family(family).kernel_hash, key)).encode()).hexdigest()[:32]
+    folder = os.path.join(triton.knobs.cache.dir, "costmodel-locks")
+    os.makedirs(folder, exist_ok=True)
+    return filelock.FileLock(os.path.join(folder, digest + ".lock"))
+
+
 def _compile_one(family: str, problem: Problem, dtype: str, config: Config, hw: dict) -> dict:
     """Compile one config, kernel and launcher, into Triton's on-disk cache: meta tensors stand in for the inputs
     and the binary is not loaded (the timing worker loads what this built)."""
+    fam = get_family(family)
+    t0 = time.perf_counter()
+    with compile_lock(family, fam.compile_key(problem, dtype, config)):  # compile_s: this process's work, not the wait
+        lock_wait_s = time.perf_counter() - t0
+        return {**_compile_locked(fam, problem, dtype, config, hw), "lock_wait_s": lock_wait_s}
+
+
+def _compile_locked(fam: KernelFamily, problem: Problem, dtype: str, config: Config, hw: dict) -> dict:
     from triton.runtime import driver
     from triton.runtime.errors import OutOfResources
 
-    fam = get_family(family)
     t0 = time.perf_counter()
     try:
         kernel = fam.launch(problem, *meta_inputs(fam, problem, dtype), config, HardwareRecord(**hw), warmup=True)
@@ -193,6 +217,12 @@ class CompilePool:
         self.hw, self.workers = hw, workers
         self._pool: ProcessPoolExecutor | None = None
         self._futures: dict[tuple, Future] = {}
+        self.spent = {"compile_s": 0.0, "lock_wait_s": 0.0}  # summed over its compiles: working, and waiting on a peer
+
+    def _account(self, fut: Future) -> None:
+        if not fut.cancelled() and fut.exception() is None:
+            for k in self.spent:
+                self.spent[k] += fut.result().get(k) or 0.0
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -210,6 +240,7 @@ class CompilePool:
                 self._pool = None
                 fut = self._executor().submit(_compile_one, family, problem, dtype, config, self.hw.as_dict())
             self._futures[key] = fut
+            fut.add_done_callback(self._account)
         return fut
 
     def result(self, fut: Future) -> dict | None:
@@ -355,6 +386,12 @@ class IsolatedBenchmarker:
         workers = self.compile_workers or hardware.compile_workers(hardware.usable_cores())
         self.pool = None if (interpreting() or self.device == "cpu") else CompilePool(self.hw, workers)
         self._proc = self._conn = None
+
+    @property
+    def compile_spent(self) -> dict[str, float]:
+        """Its compile processes' seconds: compiling (compile_s) and waiting for a peer sharing Triton's cache to
+        finish the same binary (lock_wait_s)."""
+        return {k: round(v, 2) for k, v in self.pool.spent.items()} if self.pool else {"compile_s": 0.0, "lock_wait_s": 0.0}
 
     # -- worker lifecycle
     def _start(self) -> None:

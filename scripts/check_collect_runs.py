@@ -44,7 +44,7 @@ def worker_lines(m: dict) -> list[dict]:
     for w in m.get("workers") or []:
         spent = w.get("waited_s", 0) + w.get("timed_s", 0)
         out.append({**{k: w[k] for k in ("slot", "gpu", "host", "pid", "pids", "deaths", "groups", "ok",
-                                         "waited_s", "timed_s", "starved_s") if k in w},
+                                         "waited_s", "timed_s", "starved_s", "compile_s", "lock_wait_s") if k in w},
                     "ok_per_s": round(w["ok"] / m["wall_s"], 2),
                     "waiting_share": round(w.get("waited_s", 0) / spent, 3) if spent else None})
     return out
@@ -91,19 +91,28 @@ def main() -> int:
         name, _, root = spec.partition("=")
         results.append(check(name, Path(root)))
     base = next((r for r in results if r["name"] == args.baseline), None)
+    same_mode = {}  # each mode's first one-worker run: a Dask cluster of one worker pays Dask's costs too
+    for r in results:
+        if r["workers"] == 1:
+            same_mode.setdefault(r["mode"], r)
     for r in results:
         if base is not None and r is not base:
             r["scaling_efficiency"] = round(r["ok_per_s"] / (r["workers"] * base["ok_per_s"]), 3)
+        one = same_mode.get(r["mode"])
+        if one is not None and r is not one:
+            r["scaling_efficiency_same_mode"] = round(r["ok_per_s"] / (r["workers"] * one["ok_per_s"]), 3)
         ok = not r["duplicates"] and not r["partial_groups"] and not r["unreported"] and not r["unplanned_groups"]
         r["intact"] = ok
         print(f"{r['name']:>12} {r['mode']:5} workers {r['workers']} state {r['state']:8} ok {r['ok']:6} "
               f"wall {r['wall_s']:7.1f} s ok/s {r['ok_per_s']:6.2f} eff {r.get('scaling_efficiency', '-')!s:5} "
+              f"(same mode {r.get('scaling_efficiency_same_mode', '-')!s:5}) "
               f"dup {r['duplicates']} partial {len(r['partial_groups'])} unreported {r['unreported'] or 0} "
               f"deaths {r['deaths']} requeued {r['requeued']} retried {r['retried_groups']} "
               f"{'intact' if ok else 'NOT INTACT'}", file=sys.stderr)
         for w in r["per_worker"]:
             print(f"{'':>14}worker {w.get('slot', w.get('pid'))}: groups {w['groups']} ok {w['ok']} "
-                  f"ok/s {w['ok_per_s']} waiting on compiles {w['waiting_share']}", file=sys.stderr)
+                  f"ok/s {w['ok_per_s']} waiting on compiles {w['waiting_share']} "
+                  f"compile s {w.get('compile_s', '-')} lock wait s {w.get('lock_wait_s', '-')}", file=sys.stderr)
     text = json.dumps(results, indent=1)
     if args.out:
         args.out.write_text(text)

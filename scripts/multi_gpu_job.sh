@@ -5,7 +5,8 @@
 #   bash scripts/multi_gpu_job.sh "gpus1 gpus2 gpuskill dask daskkill train"
 # Steps: single (plain collect, no --gpus), gpus1 / gpus2 (collect --gpus N), gpuskill (--gpus all, the worker of the
 # last GPU SIGKILLed after KILL_AFTER s), dask / daskkill (the same plan on a local Dask cluster from
-# scripts/dask_cluster.sh, one worker per GPU; daskkill kills the last GPU's worker), train
+# scripts/dask_cluster.sh, one worker per GPU; daskkill kills the last GPU's worker), dask1 (a cluster of one worker,
+# on the first GPU: the Dask run's one-GPU baseline), train
 # (scripts/compare_dask_training.py on the dask step's cluster). Needs xgboost, dask and distributed as wheels in .whl/.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -33,8 +34,8 @@ collect() {  # NAME [collect args]
     --json "$@" > $runs/$name.json 2> $runs/$name.err
   local rc=$?; echo "$name rc $rc"; tail -c 300 $runs/$name.err | tr '\r' '\n' | tail -2; return $rc
 }
-cluster() {  # start a local Dask cluster over every GPU (TRITON_CACHE_DIR as set now); prints its address
-  DASK_CLUSTER_DIR=/tmp/dask-$1 bash scripts/dask_cluster.sh local $gpus
+cluster() {  # NAME [GPUS]: start a local Dask cluster over every GPU (TRITON_CACHE_DIR as set now); prints its address
+  DASK_CLUSTER_DIR=/tmp/dask-$1 bash scripts/dask_cluster.sh local ${2:-$gpus}
 }
 stop_cluster() { DASK_CLUSTER_DIR=/tmp/dask-$1 bash scripts/dask_cluster.sh stop; sleep 2; }
 
@@ -50,9 +51,9 @@ for step in $steps; do
       sleep 1; parent=$(pgrep -f -n "costmodel collect --out $runs/gpuskill")
       python3 scripts/kill_worker.py --parent "$parent" --gpu $last --after $KILL_AFTER | tee -a $runs/kills.jsonl
       wait $pid || status=1 ;;
-    dask|daskkill)
+    dask|daskkill|dask1)
       fresh $step
-      address=$(cluster $step) || { echo "cluster failed"; status=1; continue; }
+      address=$(cluster $step $([ $step = dask1 ] && echo ${gpus%%,*})) || { echo "cluster failed"; status=1; continue; }
       echo "cluster $address"
       if [ $step = daskkill ]; then
         python3 scripts/kill_worker.py --parent "$(cat /tmp/dask-$step/worker-gpu$last.pid)" --gpu $last \

@@ -138,6 +138,46 @@ def test_requeued_group_skips_pairs_a_dead_worker_published(tmp_path):
     assert_exactly_once(tmp_path, [g])
 
 
+_HOLD_LOCK = """
+import sys, time
+from costmodel.benchmark import compile_lock
+with compile_lock("matmul", ("float16", (("BLOCK_M", 64),), True)):
+    print("held", flush=True)
+    time.sleep(float(sys.argv[1]))
+"""
+
+
+def test_compile_lock_makes_workers_sharing_a_cache_compile_a_binary_once(tmp_path, monkeypatch):
+    """Two GPU workers' compile pools share Triton's cache: while one compiles a key, another waits for it (and
+    then finds the binary), and other keys go on. Keyed by the cache folder, so separate caches never wait."""
+    import filelock
+
+    from costmodel.benchmark import compile_lock
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLD_LOCK, "30"], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        same = compile_lock("matmul", ("float16", (("BLOCK_M", 64),), True))
+        with pytest.raises(filelock.Timeout):
+            same.acquire(timeout=0.3)
+        with compile_lock("matmul", ("float16", (("BLOCK_M", 128),), True)).acquire(timeout=0.3):
+            pass  # another binary
+        with compile_lock("softmax", ("float16", (("BLOCK_M", 64),), True)).acquire(timeout=0.3):
+            pass  # another family
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "other"))
+        with compile_lock("matmul", ("float16", (("BLOCK_M", 64),), True)).acquire(timeout=0.3):
+            pass  # another cache
+        monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "cache"))
+        holder.kill()
+        holder.wait()
+        with same.acquire(timeout=5):  # the holder died mid-compile: the lock is free
+            pass
+    finally:
+        holder.kill()
+
+
 def test_gpus_option_is_checked(cli, tmp_path):
     for args, msg in ((["--gpus", "0"], "positive number"), (["--gpus", "two"], "positive number"),
                       (["--gpus", "all"], "needs GPUs"), (["--gpus", "2", "--dask", "tcp://x:1"], "alternatives"),
