@@ -168,6 +168,11 @@ def meta_inputs(fam: KernelFamily, problem: Problem, dtype: str) -> tuple[tuple,
         return fam.make_inputs(problem, dtype, "meta"), fam.make_output(problem, dtype, "meta")
 
 
+@functools.cache
+def _kernel_hash(family: str) -> str:
+    return get_family(family).kernel_hash  # tokenising the kernels' source takes 30 ms: once per process
+
+
 def compile_lock(family: str, key: tuple):
     """A lock file per (family, compile key) beside Triton's on-disk cache, held while one process compiles it.
     Every process that shares the cache (the compile pools of `collect --gpus` workers, Dask workers on one host)
@@ -179,7 +184,7 @@ def compile_lock(family: str, key: tuple):
     import filelock
     import triton.knobs
 
-    digest = hashlib.sha256(repr((family, get_family(family).kernel_hash, key)).encode()).hexdigest()[:32]
+    digest = hashlib.sha256(repr((family, _kernel_hash(family), key)).encode()).hexdigest()[:32]
     folder = os.path.join(triton.knobs.cache.dir, "costmodel-locks")
     os.makedirs(folder, exist_ok=True)
     return filelock.FileLock(os.path.join(folder, digest + ".lock"))
