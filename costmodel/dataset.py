@@ -47,7 +47,8 @@ SCHEMA = pa.schema(
      *[(f"dim_{d}", pa.int64()) for d in DIMS], ("problem_json", pa.string()), ("dtype", pa.string()),
      *[(f"cfg_{k}", pa.int64()) for k in KNOBS], ("config_json", pa.string()),
      ("status", pa.string()), ("latency_ms", pa.float64()), ("p20_ms", pa.float64()), ("p80_ms", pa.float64()),
-     ("min_ms", pa.float64()), ("reps", pa.int32()), ("compile_s", pa.float64()), ("rel_err", pa.float64()),
+     ("min_ms", pa.float64()), ("reps", pa.int32()), ("eager_ms", pa.float64()), ("compile_s", pa.float64()),
+     ("rel_err", pa.float64()),
      ("n_regs", pa.int32()), ("n_spills", pa.int32()), ("shared_bytes", pa.int64()), ("error", pa.string())],
     metadata={"costmodel_schema_version": str(SCHEMA_VERSION)},
 )
@@ -97,7 +98,7 @@ def measurement_rows(hw: HardwareRecord, software: dict, run_id: str, family: st
     base = {"run_id": run_id, "ts": datetime.now(timezone.utc), **hw_columns(hw), **software, "kernel": family,
             "source_hash": source_hash, "group_id": gid, "exhaustive": exhaustive, "dtype": dtype}
     return [{**base, **row_columns(problem, m.config), "status": m.status, "latency_ms": m.latency_ms,
-             "p20_ms": m.p20_ms, "p80_ms": m.p80_ms, "min_ms": m.min_ms, "reps": m.reps, "compile_s": m.compile_s,
+             "p20_ms": m.p20_ms, "p80_ms": m.p80_ms, "min_ms": m.min_ms, "reps": m.reps, "eager_ms": m.eager_ms, "compile_s": m.compile_s,
              "rel_err": m.rel_err, "n_regs": m.n_regs, "n_spills": m.n_spills, "shared_bytes": m.shared_bytes,
              "error": m.error} for m in measurements]
 

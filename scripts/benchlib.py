@@ -30,6 +30,50 @@ def alternating(timed: dict[str, Callable[[], object]], rounds: int,
     return out
 
 
+def host_us_per_call(fn: Callable[[], object], calls: int = 100, rounds: int = 5) -> float:
+    """The host's time to launch ``fn`` once, in us: ``calls`` launches queued behind a GPU sleep (so no launch
+    waits on the GPU), median over ``rounds``."""
+    import torch
+
+    fn()
+    torch.cuda.synchronize()
+    per_call = []
+    for _ in range(rounds):
+        torch.cuda._sleep(100_000_000)  # about 50 ms at the H200's clock: longer than the launches below
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        per_call.append((time.perf_counter() - t0) / calls * 1e6)
+        torch.cuda.synchronize()
+    return statistics.median(per_call)
+
+
+def graph_ms(fn: Callable[[], object], calls: int = 20, replays: int = 10) -> float:
+    """GPU time per call with the host out of the way: ``calls`` calls captured in one CUDA graph, replayed
+    ``replays`` times back to back (L2 warm, as in a captured model), median per call."""
+    import torch
+
+    fn()
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        fn()  # warm on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for _ in range(calls):
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    per_call = []
+    for _ in range(replays):
+        start.record()
+        graph.replay()
+        end.record()
+        end.synchronize()
+        per_call.append(start.elapsed_time(end) / calls)
+    return statistics.median(per_call)
+
+
 def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
     """torch.matmul and ``config``, do_bench ``alternating`` for ``rounds``: medians of each."""
     import torch

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench collect repeat smoke tune split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat smoke tune split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
@@ -27,6 +27,7 @@ step_tests() {
     --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
 }
 step_bench() { timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40; }
+step_launch() { timeout $(at_most 300 15) python3 scripts/bench_launch.py --out $OUT/bench_launch.json 2>&1 | tail -40; }
 step_collect() {
   local t rc; t=$(left 25); echo "collect may take ${t}s"
   rm -rf /tmp/data && cp -r data /tmp/data || return

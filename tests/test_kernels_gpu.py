@@ -55,3 +55,46 @@ def test_matmul_split_tail_on_gpu(problem):
                 picked += [split[i] for i in np.random.default_rng(mode).permutation(len(split))[:5]]
             ms = bench.measure("matmul", problem, dtype, picked)
             assert all(m.ok for m in ms), [m for m in ms if not m.ok]
+
+
+BOUND_KINDS = {  # (family, problem, config overrides): every launcher path a bound call takes
+    "matmul pointer": ("matmul", {"M": 777, "N": 1000, "K": 2333}, {"TMA": 0, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
+    "matmul TMA": ("matmul", {"M": 1024, "N": 2048, "K": 1536}, {"TMA": 1, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
+    "matmul TMA persistent": ("matmul", {"M": 4096, "N": 4096, "K": 1024}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 0}),
+    "matmul split tail 1": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
+    "matmul split tail 2": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 2}),
+    "attention TMA": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 1}, {"TMA": 1}),
+    "attention": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 0}, {"TMA": 0}),
+    "softmax": ("softmax", {"M": 1000, "N": 4096}, {}),
+    "layernorm": ("layernorm", {"M": 33, "N": 5120}, {}),
+    "rmsnorm": ("rmsnorm", {"M": 1000, "N": 4096}, {}),
+}
+
+
+@pytest.mark.parametrize("kind", list(BOUND_KINDS))
+def test_bound_call_is_direct_and_right_when_called_again(kind):
+    """A bound call goes straight to the compiled launcher (no JIT fallback on this Triton) and is still right on its
+    third call on the same tensors: its TMA descriptors, workspaces and the split tail's counters are reused."""
+    import torch
+
+    from costmodel import hardware
+    from costmodel.kernels import get_family
+    from costmodel.kernels.matmul import tail_split
+
+    family, problem, want = BOUND_KINDS[kind]
+    hw, fam = hardware.current(), get_family(family)
+    for dtype in fam.dtypes:
+        valid = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if all(c[k] == v for k, v in want.items())
+                 and (not want.get("SPLIT_TAIL") or tail_split(problem, c, hw)[0])]  # a tail split happens
+        assert valid, kind
+        config = valid[np.random.default_rng(0).integers(len(valid))]
+        inputs = fam.make_inputs(problem, dtype, "cuda")
+        ref, out = fam.reference(problem, inputs), fam.make_output(problem, dtype, "cuda")
+        call = fam.bind(problem, inputs, out, config, hw)
+        assert call.direct, (kind, config)
+        for _ in range(3):
+            out.fill_(float("nan"))
+            call()
+        torch.cuda.synchronize()
+        err = float((out.float() - ref).norm() / ref.norm())
+        assert err <= fam.tolerance[dtype], (kind, dtype, config, err)

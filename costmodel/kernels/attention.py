@@ -24,7 +24,7 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
 
 
 @triton.jit
@@ -218,7 +218,7 @@ class Attention(KernelFamily):
         q, k, v = (t.float() for t in inputs)
         return F.scaled_dot_product_attention(q, k, v, is_causal=bool(problem["CAUSAL"]))
 
-    def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
+    def launches(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord) -> list[Launch]:
         q, k, v = inputs
         B, H, S, D = problem["B"], problem["H"], problem["S"], problem["D"]
         bm, bn = config["BLOCK_M"], config["BLOCK_N"]
@@ -234,7 +234,7 @@ class Attention(KernelFamily):
         args += (S, 1.44269504 / math.sqrt(D))
         kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, HEAD_DIM=D, CAUSAL=problem["CAUSAL"], TMA=config["TMA"],
                       num_warps=config["num_warps"], num_stages=config["num_stages"])
-        return launch(attention_kernel, (triton.cdiv(S, bm), B * H), args, kwargs, warmup)
+        return [Launch(attention_kernel, (triton.cdiv(S, bm), B * H), args, kwargs)]
 
     def flops(self, problem: Problem) -> float:
         f = 4.0 * problem["B"] * problem["H"] * problem["S"] * problem["S"] * problem["D"]

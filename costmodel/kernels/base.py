@@ -59,6 +59,18 @@ def launch(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict, warmup: boo
     return kernel[grid](*args, **kwargs)
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One kernel launch of a family's call: ``kernel[grid](*args, **kwargs)``. ``zero``: buffers the kernel
+    expects zeroed (counters), which a launcher that reuses its workspaces zeroes before each launch."""
+
+    kernel: Any
+    grid: tuple[int, ...]
+    args: tuple
+    kwargs: dict
+    zero: tuple = ()
+
+
 class KernelFamily(ABC):
     """One tunable kernel family: kernels, launcher, config space, problems, reference and costs."""
 
@@ -152,9 +164,28 @@ class KernelFamily(ABC):
     def reference(self, problem: Problem, inputs: tuple):
         """The torch result, in float32."""
 
-    @abstractmethod
+    def launches(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord) -> list[Launch]:
+        """The kernel launches one call makes, in order, with their workspaces allocated. A family defines this
+        (then ``launch`` and ``bind`` follow) or overrides ``launch`` itself (then ``bind`` calls it)."""
+        raise NotImplementedError
+
     def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
-        """Launch (or with ``warmup`` only compile) the kernel; returns Triton's compiled kernel."""
+        """Launch (or with ``warmup`` only compile) the kernel through Triton's JIT, workspaces allocated afresh;
+        returns the first launch's compiled kernel."""
+        done = [launch(l.kernel, l.grid, l.args, l.kwargs, warmup) for l in self.launches(problem, inputs, out, config, hw)]
+        return done[0]
+
+    def bind(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord):
+        """A callable that runs the kernel on these tensors with the per-call host work done once (compiled
+        kernels, grid, arguments, TMA descriptors, workspaces): what a user calling it again pays, and what the
+        benchmarker times (``costmodel.kernels.bound``)."""
+        from costmodel.kernels.bound import Bound
+
+        try:
+            steps = self.launches(problem, inputs, out, config, hw)
+        except NotImplementedError:
+            return Bound.calling(lambda: self.launch(problem, inputs, out, config, hw))
+        return Bound.of(steps)
 
     # --- costs for roofline figures -------------------------------------------------------------------
     @abstractmethod

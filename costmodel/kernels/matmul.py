@@ -24,7 +24,7 @@ import triton
 import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
@@ -266,7 +266,7 @@ class Matmul(KernelFamily):
         a, b = inputs
         return (a.float() @ b.float()) if a.device.type == "cpu" else (a @ b).float()
 
-    def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
+    def launches(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord) -> list[Launch]:
         a, b = inputs
         M, N, K = problem["M"], problem["N"], problem["K"]
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
@@ -294,12 +294,12 @@ class Matmul(KernelFamily):
                       PERSISTENT=config["PERSISTENT"], partials=partials, arrivals=arrivals, split_tiles=split_tiles,
                       splits=splits, SPLIT_TAIL=split_tail, EPILOGUE_SUBTILE=config["EPILOGUE_SUBTILE"],
                       num_warps=config["num_warps"], num_stages=config["num_stages"])
-        kernel = launch(matmul_kernel, (programs,), args, kwargs, warmup)
+        steps = [Launch(matmul_kernel, (programs,), args, kwargs, zero=() if arrivals is None else (arrivals,))]
         if split_tail == 2:
-            launch(_reduce_tail_kernel, (split_tiles * bm // REDUCE_ROWS,),
-                   (out, partials, M, N, out.stride(0), out.stride(1), tiles - split_tiles, splits),
-                   dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, num_warps=4), warmup)
-        return kernel
+            steps.append(Launch(_reduce_tail_kernel, (split_tiles * bm // REDUCE_ROWS,),
+                                (out, partials, M, N, out.stride(0), out.stride(1), tiles - split_tiles, splits),
+                                dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, num_warps=4)))
+        return steps
 
     def flops(self, problem: Problem) -> float:
         return 2.0 * problem["M"] * problem["N"] * problem["K"]

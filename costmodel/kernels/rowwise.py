@@ -19,7 +19,7 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Problem, launch, rand_generator, torch_dtype
+from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
 
 
 @triton.jit
@@ -264,7 +264,7 @@ class RowwiseFamily(KernelFamily):
 
         return torch.empty(problem["M"], problem["N"], device=device, dtype=torch_dtype(dtype))
 
-    def launch(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord, warmup: bool = False):
+    def launches(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord) -> list[Launch]:
         x, *vectors = inputs
         w, b = (vectors + [None, None])[:2]
         M, N = problem["M"], problem["N"]
@@ -275,7 +275,7 @@ class RowwiseFamily(KernelFamily):
                       ROWS=config["ROWS"], SINGLE=int(config["BLOCK_N"] >= N), PERSISTENT=config["PERSISTENT"],
                       ALIGN=align, STAGES=config["num_stages"], num_warps=config["num_warps"],
                       num_stages=config["num_stages"])
-        return launch(rowwise_kernel, (self.programs(problem, dtype, config, hw),), args, kwargs, warmup)
+        return [Launch(rowwise_kernel, (self.programs(problem, dtype, config, hw),), args, kwargs)]
 
     # --- costs ----------------------------------------------------------------------------------------
     def flops(self, problem: Problem) -> float:
