@@ -167,3 +167,21 @@ def test_shape_only_inputs_import_no_decompositions():
             "print('sympy' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
+
+
+def test_bound_call_sees_a_launch_hook_only_when_one_is_set():
+    """Triton 3.6 keeps an empty HookChain as its launch hook: a bound call must not take that for a profiler's
+    hook (and go through the JIT on every call), and must when a hook is added."""
+    from triton import knobs
+
+    from costmodel.kernels.bound import _hooked
+
+    chain = knobs.runtime.launch_enter_hook
+    assert not _hooked(chain) and not _hooked(None)
+    hook = lambda metadata: None  # noqa: E731
+    chain.add(hook)
+    try:
+        assert _hooked(chain)
+    finally:
+        chain.remove(hook)
+    assert _hooked(hook)  # an older Triton's plain callable
