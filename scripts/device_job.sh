@@ -26,7 +26,10 @@ step_tests() {
   COSTMODEL_TEST_GPU=1 timeout $(at_most ${TESTS_TIMEOUT:-420} 15) python3 -m pytest -q -p no:cacheprovider -m gpu \
     --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
 }
-step_bench() { timeout 240 python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 | tail -40; }
+step_bench() {
+  timeout $(at_most ${BENCH_TIMEOUT:-240} 15) python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 \
+    | tee $OUT/bench_kernels.out | tail -40
+}
 step_launch() { timeout $(at_most 300 15) python3 scripts/bench_launch.py --out $OUT/bench_launch.json 2>&1 | tail -40; }
 step_collect() {
   local t rc; t=$(left 25); echo "collect may take ${t}s"
