@@ -75,18 +75,26 @@ def graph_ms(fn: Callable[[], object], calls: int = 20, replays: int = 10) -> fl
 
 
 def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:
-    """torch.matmul and ``config``, do_bench ``alternating`` for ``rounds``: medians of each."""
+    """torch.matmul and ``config`` (its bound call, what a user calling it gets) timed three ways, each in
+    ``rounds`` alternating rounds: do_bench (L2 flushed), eager per call back to back, CUDA-graph replay. Medians."""
     import torch
     from triton.testing import do_bench
+
+    from costmodel.benchmark import time_eager
 
     fam = get_family("matmul")
     a, b = fam.make_inputs(problem, dtype, "cuda")
     c = fam.make_output(problem, dtype, "cuda")
-    ms = alternating({"torch": lambda: torch.matmul(a, b), "ours": lambda: fam.launch(problem, (a, b), c, config, hw)},
-                     rounds, lambda fn: do_bench(fn, return_mode="median"))
+    ours, mm = fam.bind(problem, (a, b), c, config, hw), lambda: torch.matmul(a, b)
+    ms = alternating({"torch": mm, "ours": ours}, rounds, lambda fn: do_bench(fn, return_mode="median"))
+    ways = {"torch_eager_ms": lambda: time_eager(mm, "cuda", 5.0), "tune_config_eager_ms": lambda: time_eager(ours, "cuda", 5.0),
+            "torch_graph_ms": lambda: graph_ms(mm), "tune_config_graph_ms": lambda: graph_ms(ours)}
+    other = {k: statistics.median(v) for k, v in alternating(ways, rounds, lambda f: f()).items()}
     torch_ms, ours_ms = statistics.median(ms["torch"]), statistics.median(ms["ours"])
     return {"torch_ms": torch_ms, "tune_config_do_bench_ms": ours_ms, "tune_vs_torch": torch_ms / ours_ms,
-            "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"]}
+            "torch_ms_rounds": ms["torch"], "tune_config_ms_rounds": ms["ours"], **other,
+            "tune_vs_torch_eager": other["torch_eager_ms"] / other["tune_config_eager_ms"],
+            "tune_vs_torch_graph": other["torch_graph_ms"] / other["tune_config_graph_ms"]}
 
 
 def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
