@@ -404,6 +404,9 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--budget-s", default=10.0, show_default=True, type=float,
               help="wall budget of the call: a second round (k more configs, re-ranked with the top k's "
                    "measurements when they disagree with the model) starts only if it fits")
+@click.option("--objective", default="eager", show_default=True,
+              help="judge configs by their per-call time in eager PyTorch (launch included) or by GPU time "
+                   "(launch hidden, as in a CUDA graph)")
 @click.option("--predict-only", is_flag=True, help="rank without a GPU; nothing is measured")
 @click.option("--record", is_flag=True, help="append the measurements to the dataset at --data")
 @click.option("--data", default="data", show_default=True, type=click.Path())
@@ -412,7 +415,8 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--no-cache", is_flag=True, help="neither read nor write the result cache")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def tune(family, shape, dtype, k, exhaustive, budget_s, predict_only, record, data, gpu, model_ref, no_cache, as_json):
+def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only, record, data, gpu, model_ref, no_cache,
+         as_json):
     """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
     from costmodel.kernels import get_family
 
@@ -422,6 +426,8 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, predict_only, record, da
         raise CostModelError("-k must be at least 1")
     if not budget_s >= 0:
         raise CostModelError("--budget-s must be a number of seconds >= 0")
+    if objective not in ("eager", "graph"):
+        raise CostModelError(f"--objective {objective}: eager or graph")
     if predict_only and (exhaustive or record):
         raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
     if not predict_only:
@@ -448,12 +454,12 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, predict_only, record, da
 
     with IsolatedBenchmarker(hw, compile_workers=min(k + 1, 16)) as bench:
         result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
-                              cache=None if no_cache else ResultCache(), budget_s=budget_s)
+                              cache=None if no_cache else ResultCache(), budget_s=budget_s, objective=objective)
     out = result.as_dict()
     if record and not result.cached:
         out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
     default = result.default_latency_ms
-    table = Table("rank", Column("config", overflow="fold"), "ms", "x default",
+    table = Table("rank", Column("config", overflow="fold"), f"{objective} ms", "x default",
                   title=f"{family} {dtype} {json.dumps(problem)} on {hw.gpu}: top {k} of {result.candidates} in "
                         f"{result.wall_s:.1f} s" + (" (cached)" if result.cached else ""))
     for row in result.predicted_rank:

@@ -16,7 +16,7 @@ from costmodel import features, model
 from costmodel.errors import CostModelError
 from costmodel.hardware import KNOWN
 from costmodel.kernels import get_family
-from tuner.decorator import CostModelFallbackWarning, costmodel_autotune, to_triton
+from tuner.decorator import CostModelFallbackWarning, costmodel_autotune, eager_bench, graph_bench, to_triton
 from tuner.tune import rank_candidates
 
 HW = KNOWN["nvidia-h200"]
@@ -125,6 +125,22 @@ def test_shipped_model_loads_by_default(h200_model):
         picked = kernel.early_config_prune(kernel.configs, {"a": a, **problem})
     expected = [to_triton(c) for c in rank_candidates("matmul", problem, "float16", HW, h200_model)[:4]]
     assert picked == expected
+
+
+def test_objective_sets_what_triton_times_the_top_k_by(h200_model):
+    """Eager by default (back-to-back calls, the launch included), a CUDA graph for "graph"; a do_bench the user
+    passes wins; an unknown objective is refused. Under the interpreter the eager bench times one run."""
+    def made(**kwargs):
+        return costmodel_autotune("matmul", key=["M", "N", "K"], configs=CONFIGS, k=2, hw=HW, cost_model=h200_model,
+                                  **kwargs)(user_matmul)
+
+    assert made().do_bench is eager_bench
+    assert made(objective="graph").do_bench is graph_bench
+    assert made(objective="graph", do_bench=cpu_bench).do_bench is cpu_bench
+    with pytest.raises(CostModelError, match="objective"):
+        made(objective="cold")
+    kernel = made()  # eager: runs on the CPU under the interpreter, as the README example does
+    assert run_matmul(kernel, 32, 32, 32) < 5e-3 and len(kernel.configs_timings) == 2
 
 
 def test_falls_back_without_a_model():

@@ -122,8 +122,46 @@ def test_tune_returns_the_default_when_it_beats_every_top_k_config(matmul_group,
     assert default not in slowest and default_ms < min(lat[dataset.canonical_json(c)] for c in slowest)
     # the candidates are the 8 slowest and the default: the stub ranks the default last, outside the top 8
     res = tune("matmul", problem, dtype, bench, k=8, cost_model=object(), hw=HW, configs=slowest + [default])
-    assert res.best == {"config": default, "latency_ms": default_ms} and res.default_latency_ms == default_ms
+    assert res.best["config"] == default and res.best["latency_ms"] == default_ms == res.default_latency_ms
     assert [r["config"] for r in res.predicted_rank] == slowest[::-1] and not res.second_round["ran"]
+
+
+def test_objective_picks_by_eager_time_where_recorded(heldout, monkeypatch):
+    """``objective="eager"`` judges configs by ``eager_ms``, ``"graph"`` by GPU time, and a row without an eager
+    time by its GPU time. No recorded row has an eager time yet, so this replay gives one group's rows a second
+    real time of the same config in that column (its p80 of repeats) and picks 8 candidates whose fastest differs
+    by the two columns; with k=8 every candidate is timed, so each objective's best is its column's fastest."""
+    cm, t = heldout
+    for family, problem, dtype, _ in _groups(t):
+        rows = [r for r in t.filter(pc.equal(t["problem_json"], dataset.canonical_json(problem))).to_pylist()
+                if r["kernel"] == family and r["dtype"] == dtype and r["status"] == "ok"]
+        for i in range(0, len(rows) - 8):
+            window = rows[i:i + 8]
+            if min(window, key=lambda r: r["latency_ms"]) is not min(window, key=lambda r: r["p80_ms"]):
+                break
+        else:
+            continue
+        break
+    else:
+        pytest.skip("no held-out group whose fastest config differs by median and p80")
+    table = pa.Table.from_pylist([{**r, "eager_ms": r["p80_ms"]} for r in window])
+    configs = [json.loads(r["config_json"]) for r in window]
+    monkeypatch.setattr(model, "score", lambda cm, table: np.zeros(table.num_rows))
+    by = {}
+    for objective, col in (("eager", "p80_ms"), ("graph", "latency_ms")):
+        res = tune(family, problem, dtype, ReplayBenchmarker(table), k=8, cost_model=object(), hw=HW,
+                   configs=configs, objective=objective)
+        fastest = min(window, key=lambda r: r[col])
+        assert res.objective == objective and res.best["config"] == json.loads(fastest["config_json"])
+        assert res.best["latency_ms"] == fastest[col] == res.best[f"{objective}_ms"]
+        by[objective] = res.best["config"]
+    assert by["eager"] != by["graph"]
+    plain = tune(family, problem, dtype, ReplayBenchmarker(pa.Table.from_pylist(window)), k=8, cost_model=object(),
+                 hw=HW, configs=configs, objective="eager")  # as recorded: no eager time
+    assert plain.best["config"] == by["graph"] and plain.best["eager_ms"] == plain.best["graph_ms"]
+    with pytest.raises(CostModelError, match="objective"):
+        tune(family, problem, dtype, ReplayBenchmarker(table), k=8, cost_model=object(), hw=HW, configs=configs,
+             objective="cold")
 
 
 def test_no_second_round_past_the_budget(matmul_group, monkeypatch):
@@ -202,6 +240,7 @@ def test_predict_only_ranks_valid_configs_on_the_cpu(cli):
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64"], "no CUDA GPU is visible"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "-1"], "--budget-s must be"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "nan"], "--budget-s must be"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--objective", "cold"], "--objective cold: eager or graph"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--predict-only", "--gpu", "nvidia-b200"], "no model at"),
 ])
 def test_bad_input_is_one_line_and_writes_nothing(args, message, tmp_path, monkeypatch, cli):

@@ -24,9 +24,10 @@ class ResultCache:
         self.root = Path(root) if root else default_dir()
 
     @staticmethod
-    def key(gpu: str, kernel_hash: str, family: str, problem: dict, dtype: str, triton_version: str) -> str:
+    def key(gpu: str, kernel_hash: str, family: str, problem: dict, dtype: str, triton_version: str,
+            objective: str = "eager") -> str:
         text = canonical_json({"gpu": gpu, "source": kernel_hash, "family": family, "problem": problem,
-                               "dtype": dtype, "triton": triton_version})
+                               "dtype": dtype, "triton": triton_version, "objective": objective})
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def get(self, key: str) -> dict | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 import warnings
 from typing import Any, Callable
 
@@ -180,9 +181,31 @@ class _Ranker:
         return [pool[i] for i in picked]
 
 
+def eager_bench(fn: Callable[[], object], quantiles=(0.5, 0.2, 0.8), **_) -> list[float]:
+    """A ``do_bench`` for Triton's autotuner that times what an eager caller waits: the per-call time of ``fn``
+    called back to back (Triton's launch included), no L2 flush between calls."""
+    from costmodel.benchmark import interpreting, time_eager
+
+    if interpreting():  # on a CPU: one timed run (interpreter times mean nothing)
+        t0 = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - t0) * 1e3
+    else:
+        ms = time_eager(fn, "cuda", budget_ms=25.0)
+    return [ms] * len(quantiles) if quantiles else ms
+
+
+def graph_bench(fn: Callable[[], object], quantiles=(0.5, 0.2, 0.8), **_) -> list[float]:
+    """A ``do_bench`` that times GPU time with the launch hidden: Triton's CUDA-graph benchmark."""
+    return triton.testing.do_bench_cudagraph(fn, quantiles=list(quantiles) if quantiles else None)
+
+
+BENCHES = {"eager": eager_bench, "graph": graph_bench}
+
+
 def costmodel_autotune(family: str, key: list[str], configs: list[triton.Config] | None = None, k: int = 8,
                        hw: HardwareRecord | None = None, cost_model=None, dims: dict[str, str] | None = None,
-                       **autotune_kwargs: Any) -> Callable:
+                       objective: str = "eager", **autotune_kwargs: Any) -> Callable:
     """Like ``triton.autotune(configs=..., key=key, **autotune_kwargs)``, but Triton benchmarks only the cost
     model's top-``k`` configs for each new key.
 
@@ -192,12 +215,19 @@ def costmodel_autotune(family: str, key: list[str], configs: list[triton.Config]
     constexpr), filtered per problem by ``is_valid``.
     ``hw``: the GPU record (default: the visible GPU's); ``cost_model``: a loaded ``CostModel`` (default: the
     shipped model for ``hw``); ``dims``: family dim name -> kernel argument name where they differ.
+    ``objective``: what Triton times the top-k by: ``eager`` (default), each config's per-call time when called back
+    to back as eager PyTorch calls it, launch included (through Triton's JIT a launch costs 20-80 us on the H200,
+    more than small kernels run: BENCHMARKS, issue 15); ``graph``, GPU time in a CUDA graph. A ``do_bench`` passed
+    in ``autotune_kwargs`` takes precedence.
     The result is Triton's own ``Autotuner``: ``best_config``, ``configs_timings`` and ``cache`` work as usual.
     """
     if k < 1:
         raise ValueError(f"k must be at least 1, got {k}")
     if "prune_configs_by" in autotune_kwargs:
         raise TypeError("costmodel_autotune sets prune_configs_by itself")
+    if objective not in BENCHES:
+        raise CostModelError(f"objective {objective!r}: one of {', '.join(BENCHES)}")
+    autotune_kwargs.setdefault("do_bench", BENCHES[objective])
     fam = get_family(family)
     dims = dict(dims or {})
     if unknown := set(dims) - set(fam.dims):
@@ -216,4 +246,5 @@ def costmodel_autotune(family: str, key: list[str], configs: list[triton.Config]
     return decorator
 
 
-__all__ = ["CostModelFallbackWarning", "costmodel_autotune", "family_config", "space_configs", "to_triton"]
+__all__ = ["CostModelFallbackWarning", "costmodel_autotune", "eager_bench", "family_config", "graph_bench",
+           "space_configs", "to_triton"]

@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from costmodel import hardware, space
 from costmodel.benchmark import Benchmarker, Measurement, compile_ahead
+from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
@@ -42,8 +43,9 @@ class TuneResult:
     dtype: str
     candidates: int
     benchmarked: int
-    best: dict  # {"config": ..., "latency_ms": ...}
-    default_latency_ms: float | None
+    # {"config", "latency_ms": its median under the objective, "graph_ms", "eager_ms": its medians both ways}
+    best: dict
+    default_latency_ms: float | None  # the default config's time under the objective
     wall_s: float
     compile_s: float  # summed over the configs compiled (in parallel)
     phases_s: dict = field(default_factory=dict)  # seconds: rank, compile (wait for the top-k), time, finalists
@@ -53,6 +55,7 @@ class TuneResult:
     # figures, "best_ms": its fastest config's first measurement}
     second_round: dict = field(default_factory=dict)
     cached: bool = False
+    objective: str = "eager"  # what latency_ms figures are: eager per-call time, or GPU time (graph)
     measurements: list[Measurement] = field(default_factory=list, repr=False)
 
     def as_dict(self) -> dict:
@@ -133,13 +136,26 @@ def corrected_order(timed_x, timed_ms, timed_scores, rest_x, rest_scores):
     return np.argsort(slope * s[n:] + zr @ (zt.T @ alpha), kind="stable")
 
 
-def _median_by_config(ms: list[Measurement]) -> dict[str, float]:
+OBJECTIVES = ("eager", "graph")
+
+
+def objective_ms(m: Measurement, objective: str) -> float | None:
+    """The time a config is judged by: ``eager``, the per-call time of back-to-back eager calls (launch included;
+    what a user calling the kernel from eager PyTorch waits), or ``graph``, GPU time with the launch hidden (what a
+    CUDA graph or a compiled model replays). A measurement without an eager time (recorded before there was one,
+    or under the interpreter) is judged by its GPU time."""
+    if objective == "eager" and m.eager_ms is not None:
+        return m.eager_ms
+    return m.latency_ms
+
+
+def _median_by_config(ms: list[Measurement], objective: str) -> dict[str, float]:
     from costmodel.dataset import canonical_json
 
     times: dict[str, list[float]] = {}
     for m in ms:
         if m.ok:
-            times.setdefault(canonical_json(m.config), []).append(m.latency_ms)
+            times.setdefault(canonical_json(m.config), []).append(objective_ms(m, objective))
     return {k: statistics.median(v) for k, v in times.items()}
 
 
@@ -196,7 +212,7 @@ def _check_main_guarded(bench: Benchmarker) -> None:
             'processes re-run that script, so put the call under `if __name__ == "__main__":`')
 
 
-def _second_batch(ranked, table, scores, first: list[Measurement], k: int) -> list[Config]:
+def _second_batch(ranked, table, scores, first: list[Measurement], k: int, objective: str) -> list[Config]:
     """The next ``k`` untimed candidates by the correction fitted on the first round's measurements."""
     from costmodel import features
     from costmodel.dataset import canonical_json
@@ -207,7 +223,7 @@ def _second_batch(ranked, table, scores, first: list[Measurement], k: int) -> li
     if not rest_idx or len(ok_idx) < 2:
         return []
     x = features.feature_matrix(table)
-    ms = [timed[canonical_json(ranked[i])].latency_ms for i in ok_idx]
+    ms = [objective_ms(timed[canonical_json(ranked[i])], objective) for i in ok_idx]
     order = corrected_order(x[ok_idx], ms, scores[ok_idx], x[rest_idx], scores[rest_idx])
     return [ranked[rest_idx[j]] for j in order[:k]]
 
@@ -228,11 +244,15 @@ def _plan(disagree: dict, batch: list[Config], first_s: float, n_first: int, fin
 
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
-         configs: list[Config] | None = None, budget_s: float | None = BUDGET_S) -> TuneResult:
+         configs: list[Config] | None = None, budget_s: float | None = BUDGET_S,
+         objective: str = "eager") -> TuneResult:
     """Tune one problem on the current GPU (or ``hw`` with a replay benchmarker). ``cost_model`` defaults to
     the shipped model for the GPU; ``configs`` restricts the candidates (default: the whole valid space; a
     replay can only answer for recorded ones); ``budget_s`` bounds the whole call's wall time for deciding on
-    a second round (None: no bound); the result is cached unless ``exhaustive``."""
+    a second round (None: no bound); ``objective`` is the time configs are judged by (``objective_ms``); the
+    result is cached unless ``exhaustive``. The model ranks by GPU time either way (its training data has no eager
+    times yet); with launches of 5-11 us (BENCHMARKS, issue 15) the two orders part only for the smallest kernels,
+    where the finalists' eager timing decides."""
     import triton
 
     from costmodel import model
@@ -243,7 +263,9 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     fam = get_family(family)
     problem, dtype = fam.check_problem(problem), fam.check_dtype(dtype)
     hw = hw or hardware.current(hint=_NO_GPU_HINT)
-    key = ResultCache.key(hw.gpu, fam.kernel_hash, family, problem, dtype, triton.__version__)
+    if objective not in OBJECTIVES:
+        raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
+    key = ResultCache.key(hw.gpu, fam.kernel_hash, family, problem, dtype, triton.__version__, objective)
     if cache is not None and not exhaustive and (hit := cache.get(key)) is not None:
         return TuneResult(**{**hit, "wall_s": time.perf_counter() - t0, "cached": True})
     cost_model = cost_model or model.load_shipped(hw.gpu)
@@ -257,8 +279,8 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     first = bench.measure(family, problem, dtype, top + extra)
     t_measured = time.perf_counter()
 
-    disagree = disagreement([m.latency_ms if m.ok else None for m in first[: len(top)]])
-    batch = _second_batch(ranked, table, scores, first, k) if disagree["disagrees"] else []
+    disagree = disagreement([objective_ms(m, objective) if m.ok else None for m in first[: len(top)]])
+    batch = _second_batch(ranked, table, scores, first, k, objective) if disagree["disagrees"] else []
     finalists_s = (t_measured - t_compiled) / max(len(first), 1) * (FINALISTS + 1) * ROUNDS
     ran, why = _plan(disagree, batch, t_measured - t_ranked, len(first), finalists_s, time.perf_counter() - t0,
                      budget_s)
@@ -267,39 +289,43 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         compile_ahead(bench, family, problem, dtype, batch)
         second = bench.measure(family, problem, dtype, batch)
     t_second = time.perf_counter()
-    ok_second = [m.latency_ms for m in second if m.ok]
+    ok_second = [objective_ms(m, objective) for m in second if m.ok]
 
     # finalists: the fastest of every config timed, and the default whenever it ran, so it is never beaten
     default_m = first[top.index(default)] if default in top else (first[-1] if extra else None)
-    ok = sorted((m for m in first[: len(top)] + second if m.ok), key=lambda m: m.latency_ms)
+    ok = sorted((m for m in first[: len(top)] + second if m.ok), key=lambda m: objective_ms(m, objective))
     finalists = [m.config for m in ok[:FINALISTS]]
     if default_m is not None and default_m.ok and default not in finalists:
         finalists.append(default)
     again = bench.measure(family, problem, dtype, finalists * ROUNDS) if len(finalists) > 1 else []
     t_finalists = time.perf_counter()
-    medians = _median_by_config([m for m in first + second if m.config in finalists] + again)
+    timed_finalists = [m for m in first + second if m.config in finalists] + again
+    medians = _median_by_config(timed_finalists, objective)
     best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
     exhaustive_best = None
     all_ms = first + second + again
     if exhaustive:
         everything = bench.measure(family, problem, dtype, ranked)
         all_ms += everything
-        oks = [m.latency_ms for m in everything if m.ok]
+        oks = [objective_ms(m, objective) for m in everything if m.ok]
         exhaustive_best = min(oks) if oks else None
     result = TuneResult(
         gpu=hw.gpu, kernel=family, problem=problem, dtype=dtype, candidates=len(ranked),
         benchmarked=len(top) + len(extra) + len(second),
-        best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None},
-        default_latency_ms=default_m.latency_ms if default_m is not None and default_m.ok else None,
+        objective=objective,
+        best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None,
+              **{f"{o}_ms": _median_by_config(timed_finalists, o).get(canonical_json(best_cfg)) if best_cfg else None
+                 for o in ("graph", "eager")}},
+        default_latency_ms=objective_ms(default_m, objective) if default_m is not None and default_m.ok else None,
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first + second)),
         phases_s={"rank": t_ranked - t0, "compile": compile_wait_s, "time": t_measured - t_compiled,
                   "second": t_second - t_measured, "finalists": t_finalists - t_second},
-        predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": m.latency_ms}
-                        for i, m in enumerate(first[: len(top)])],
+        predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": objective_ms(m, objective),
+                         "graph_ms": m.latency_ms, "eager_ms": m.eager_ms} for i, m in enumerate(first[: len(top)])],
         exhaustive_best_ms=exhaustive_best,
         second_round={"ran": ran, "configs": len(second), "reason": why, "disagreement": disagree,
                       "best_ms": min(ok_second) if ok_second else None,
-                      "timed": [{"config": m.config, "status": m.status, "latency_ms": m.latency_ms}
+                      "timed": [{"config": m.config, "status": m.status, "latency_ms": objective_ms(m, objective)}
                                 for m in second]},
         measurements=all_ms)
     result.wall_s = time.perf_counter() - t0
