@@ -68,8 +68,8 @@ def test_candidates_table_matches_dataset_rows(family):
 
 @pytest.mark.parametrize("family", family_names())
 def test_feature_terms_mirror_the_family(family):
-    """Shared memory and (row-wise) persistent grid sizes agree with the family's own formulas: an edit to a
-    family's smem_bytes or launcher must be mirrored in features.py (and FEATURE_SCHEMA_VERSION bumped)."""
+    """Shared memory, grid sizes and tail splits in the features are what the family's validity and launcher use:
+    both come from the family's own formulas (``KernelFamily.terms``), so a kernel fact is written once."""
     fam = get_family(family)
     problem, dtype = SAMPLE_PROBLEMS[family], fam.dtypes[0]
     configs = space.enumerate_valid(fam, problem, dtype, HW)
@@ -86,6 +86,26 @@ def test_feature_terms_mirror_the_family(family):
         splits = [tail_split(problem, c, HW)[1] if c["SPLIT_TAIL"] else 1 for c in configs]
         assert max(splits) > 1
         np.testing.assert_allclose(2 ** col["log2_splits"], splits, rtol=1e-5)
+
+
+def test_alignment_features_say_what_triton_and_tma_see():
+    """Multiples of 16 (Triton's int specialisation), TMA eligibility (matmul validity allows TMA exactly where the
+    feature says the strides allow it), the padded work per tile dim and the K loop's last iteration."""
+    fam = get_family("matmul")
+    for problem in ({"M": 777, "N": 1000, "K": 2333}, {"M": 1024, "N": 4096, "K": 512}, {"M": 40, "N": 11008, "K": 4100}):
+        configs = list(fam.all_configs())
+        x = features.feature_matrix(features.candidates_table("matmul", problem, "float16", configs, HW))
+        col = {n: x[:, i].astype(np.float64) for i, n in enumerate(features.FEATURE_NAMES)}
+        for d in ("M", "N", "K"):
+            assert (col[f"div16_{d}"] == (problem[d] % 16 == 0)).all()
+        assert np.isnan(col["div16_S"]).all()
+        tma = [c["TMA"] == 1 for c in configs]
+        tma_valid = any(fam.is_valid(problem, "float16", c, HW) for c, t in zip(configs, tma) if t)
+        assert (col["tma_ok"] == tma_valid).all()
+        bk = np.array([c["BLOCK_K"] for c in configs])
+        np.testing.assert_allclose(col["loop_remainder"], (problem["K"] % bk) / bk, rtol=1e-6)
+        np.testing.assert_allclose(col["padding"], col["pad_rows"] * col["pad_cols"] * col["pad_loop"], rtol=1e-5)
+        assert (col["pad_rows"] >= 1).all() and (col["pad_loop"] >= 1).all()
 
 
 def test_candidates_table_rejects_unknown_knobs():

@@ -24,7 +24,8 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
+                                   resident_programs, torch_dtype)
 
 
 @triton.jit
@@ -175,11 +176,7 @@ class Attention(KernelFamily):
         return out
 
     def smem_bytes(self, problem: Problem, dtype: str, config: Config) -> int:
-        # Q tile + num_stages K and V tiles (the TMA epilogue reuses them; its barriers take under 1 KB);
-        # matches what Triton 3.6 allocates for sm_90
-        e, d = DTYPE_BYTES[dtype], problem["D"]
-        barriers = 1024 if config["TMA"] else 0
-        return (config["BLOCK_M"] * d + config["num_stages"] * 2 * config["BLOCK_N"] * d) * e + barriers
+        return int(_smem({**problem, **config, "e": DTYPE_BYTES[dtype]}))
 
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
         if self.smem_bytes(problem, dtype, config) > hw.smem_per_block:
@@ -236,9 +233,46 @@ class Attention(KernelFamily):
                       num_warps=config["num_warps"], num_stages=config["num_stages"])
         return [Launch(attention_kernel, (triton.cdiv(S, bm), B * H), args, kwargs)]
 
+    def terms(self, c: Cols) -> Cols:
+        B, H, S, D, e = c["B"], c["H"], c["S"], c["D"], c["e"]
+        bm, bn = c["BLOCK_M"], c["BLOCK_N"]
+        tiles = np.ceil(S / bm) * B * H
+        # keys a query block visits: all of them, or under the causal mask about half plus the diagonal block
+        kv = np.where(c["CAUSAL"] > 0, np.minimum(S, (S + bm) / 2), S)
+        elems = bm * (D + bn) / (32 * c["num_warps"])
+        smem, regs = _smem(c), np.minimum(255.0, 32 + elems)
+        pad_rows, pad_loop = np.ceil(S / bm) * bm / S, np.ceil(S / bn) * bn / S
+        return {
+            "tiles": tiles,
+            "programs": tiles,
+            "smem": smem,
+            "regs": regs,
+            "occupancy": resident_programs(c, smem, regs),
+            "loop_trips": np.ceil(kv / bn),
+            "loop_remainder": np.mod(S, bn) / bn,
+            "elems_per_thread": elems,
+            "bytes_per_tile": (2 * bm * D + 2 * kv * D) * e,
+            "flops_per_tile": 4 * bm * kv * D,
+            "padding": pad_rows * pad_loop,
+            "pad_rows": pad_rows, "pad_cols": np.ones_like(pad_rows), "pad_loop": pad_loop,
+            "flops": self.flops(c),
+            "min_bytes": _bytes(c),
+            "tma_ok": (np.mod(D * e, 16) == 0) * 1.0,  # rows of D values: always, for the head dims supported
+        }
+
     def flops(self, problem: Problem) -> float:
         f = 4.0 * problem["B"] * problem["H"] * problem["S"] * problem["S"] * problem["D"]
-        return f / 2 if problem["CAUSAL"] else f
+        return f / (1 + (problem["CAUSAL"] > 0))  # the causal mask skips about half
 
     def min_bytes(self, problem: Problem, dtype: str) -> float:
-        return float(4 * DTYPE_BYTES[dtype] * problem["B"] * problem["H"] * problem["S"] * problem["D"])
+        return float(_bytes({**problem, "e": DTYPE_BYTES[dtype]}))
+
+
+def _smem(c: Cols):
+    """Q tile + num_stages K and V tiles (the TMA epilogue reuses them; its barriers take under 1 KB): what Triton
+    3.6 allocates for sm_90."""
+    return (c["BLOCK_M"] * c["D"] + c["num_stages"] * 2 * c["BLOCK_N"] * c["D"]) * c["e"] + 1024 * c["TMA"]
+
+
+def _bytes(c: Cols):
+    return 4 * c["e"] * c["B"] * c["H"] * c["S"] * c["D"]

@@ -26,6 +26,11 @@ from costmodel.hardware import HardwareRecord
 
 Problem = dict[str, int]
 Config = dict[str, int]
+# columns of many rows (name -> float64 array) or one row (name -> number): a family's cost and resource formulas
+# are plain arithmetic and numpy ufuncs, so the launcher and validity (one row) and the features (every row at
+# once) compute each kernel fact with the same code. Keys: the dims, the knobs, the hardware record's fields
+# (sm_count, smem_per_sm, ...) and "e", bytes per element.
+Cols = dict[str, Any]
 
 DTYPE_BYTES = {"float16": 2, "bfloat16": 2, "float32": 4}
 
@@ -57,6 +62,22 @@ def launch(kernel, grid: tuple[int, ...], args: tuple, kwargs: dict, warmup: boo
     if warmup:
         return kernel.warmup(*args, grid=grid, **kwargs)
     return kernel[grid](*args, **kwargs)
+
+
+def resident_programs(c: Cols, smem, regs):
+    """Programs one SM holds at once: warp slots, registers (allocated 8 a thread at a time) and shared memory; at
+    least one (a config over the shared-memory limit is invalid, or shows in the features)."""
+    threads = 32 * c["num_warps"]
+    by_regs = np.floor(c["regs_per_sm"] / (np.ceil(regs / 8) * 8 * threads))
+    by_smem = np.floor(c["smem_per_sm"] / np.maximum(smem, 1.0))
+    return np.maximum(1.0, np.minimum(np.minimum(32.0, np.floor(c["max_threads_per_sm"] / threads)),
+                                      np.minimum(by_regs, by_smem)))
+
+
+def row_cols(problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> Cols:
+    """One row as ``Cols``: its dims, knobs, hardware fields and bytes per element."""
+    hw_fields = {k: v for k, v in vars(hw).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}
+    return {**hw_fields, **problem, **config, "e": DTYPE_BYTES[dtype]}
 
 
 @dataclass(frozen=True)
@@ -186,6 +207,15 @@ class KernelFamily(ABC):
         except NotImplementedError:
             return Bound.calling(lambda: self.launch(problem, inputs, out, config, hw))
         return Bound.of(steps)
+
+    # --- cost and resource terms (the model's features encode them) --------------------------------------
+    def terms(self, c: Cols) -> Cols:
+        """The family's estimates of what a config does, column-wise over rows of one family (``Cols``): tiles,
+        programs, splits, smem, regs, occupancy, loop_trips, loop_remainder, elems_per_thread, bytes_per_tile,
+        flops_per_tile, padding (work launched over work needed) and its parts pad_rows, pad_cols, pad_loop, flops,
+        min_bytes, tma_ok (whether the problem's strides allow TMA). A family without them gets the generic
+        features only (``costmodel.features``)."""
+        return {}
 
     # --- costs for roofline figures -------------------------------------------------------------------
     @abstractmethod

@@ -24,7 +24,8 @@ import triton
 import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
+                                   resident_programs, torch_dtype)
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
@@ -159,15 +160,46 @@ def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
         _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA, EPILOGUE_SUBTILE)
 
 
-def tail_split(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int]:
-    """(tiles of the last, partial wave, parts each is split into over K) for ``SPLIT_TAIL``; (0, 1) when no
+def tiles_of(c: Cols):
+    return np.ceil(c["M"] / c["BLOCK_M"]) * np.ceil(c["N"] / c["BLOCK_N"])
+
+
+def split_of(c: Cols, tiles):
+    """(tiles of the last, partial wave, parts each is split into over K) for ``SPLIT_TAIL``; (0, 1) where no
     split fits: a full last wave, a tail over half the SMs, or too few K steps for two parts."""
-    tiles = triton.cdiv(problem["M"], config["BLOCK_M"]) * triton.cdiv(problem["N"], config["BLOCK_N"])
-    tail = tiles % hw.sm_count
-    if tail == 0:
-        return 0, 1
-    splits = min(hw.sm_count // tail, triton.cdiv(problem["K"], config["BLOCK_K"]) // MIN_K_TILES_PER_SPLIT)
-    return (tail, splits) if splits >= 2 else (0, 1)
+    tail = np.mod(tiles, c["sm_count"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        parts = np.minimum(np.floor(c["sm_count"] / tail),
+                           np.floor(np.ceil(c["K"] / c["BLOCK_K"]) / MIN_K_TILES_PER_SPLIT))
+    fits = (tail > 0) & (parts >= 2)
+    return np.where(fits, tail, 0), np.where(fits, parts, 1)
+
+
+def programs_of(c: Cols, tiles, split_tiles):
+    """Programs launched: a tile each, at most one per SM when persistent, one per SM with a split tail."""
+    splitting = (c["SPLIT_TAIL"] > 0) & (split_tiles > 0)
+    return np.where(splitting, c["sm_count"], np.where(c["PERSISTENT"] > 0, np.minimum(tiles, c["sm_count"]), tiles))
+
+
+def smem_of(c: Cols):
+    """Shared memory per block: num_stages of A and B tiles, the TMA store's staging of C (in halves with
+    EPILOGUE_SUBTILE) and, with warpgroups side by side along N, the fp32 accumulator split through shared memory
+    (on sm_90, 64x256 tiles with 8 warps asked for 32 KiB more than the rest)."""
+    bm, bn, bk, e, subtile = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"], c["EPILOGUE_SUBTILE"]
+    epilogue = c["TMA"] * bm * bn * e / (1 + subtile) + subtile * (bm < 16 * c["num_warps"]) * bm * bn * 2
+    return c["num_stages"] * (bm * bk + bk * bn) * e + epilogue
+
+
+def tma_ok(c: Cols):
+    """TMA needs 16-byte aligned row strides: of A (K) and of B and C (N)."""
+    return (np.mod(c["K"] * c["e"], 16) == 0) & (np.mod(c["N"] * c["e"], 16) == 0)
+
+
+def tail_split(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int]:
+    """``split_of`` for one config: what the launcher splits."""
+    c = {"M": problem["M"], "N": problem["N"], "K": problem["K"], **config, "sm_count": hw.sm_count}
+    split_tiles, parts = split_of(c, tiles_of(c))
+    return int(split_tiles), int(parts)
 
 
 # LLM GEMMs (tokens x hidden -> projections) for a few model widths
@@ -215,24 +247,15 @@ class Matmul(KernelFamily):
         return out
 
     def smem_bytes(self, dtype: str, config: Config) -> int:
-        e = DTYPE_BYTES[dtype]
-        bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        epilogue = bm * bn * e // (1 + config["EPILOGUE_SUBTILE"]) if config["TMA"] else 0
-        if config["EPILOGUE_SUBTILE"] and bm < 16 * config["num_warps"]:
-            # warpgroups side by side along N: Triton splits the fp32 accumulator through shared memory (on sm_90,
-            # 64x256 tiles with 8 warps asked for 32 KiB more than the rest)
-            epilogue += bm * bn // 2 * 4
-        return config["num_stages"] * (bm * bk + bk * bn) * e + epilogue
+        return int(smem_of({**config, "e": DTYPE_BYTES[dtype]}))
 
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
-        e = DTYPE_BYTES[dtype]
         if self.smem_bytes(dtype, config) > hw.smem_per_block:
             return False
         # fp32 accumulator registers per thread; over 128 the kernel spills
         if config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"]) > 128:
             return False
-        # TMA needs 16-byte aligned row strides
-        if config["TMA"] and ((problem["K"] * e) % 16 or (problem["N"] * e) % 16):
+        if config["TMA"] and not tma_ok({**problem, "e": DTYPE_BYTES[dtype]}):
             return False
         # the store in halves only where staging the whole tile leaves no room for this many stages
         if config["EPILOGUE_SUBTILE"] and (not config["TMA"] or self.smem_bytes(
@@ -271,14 +294,13 @@ class Matmul(KernelFamily):
         M, N, K = problem["M"], problem["N"], problem["K"]
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
         tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-        programs = min(tiles, hw.sm_count) if config["PERSISTENT"] else tiles
         split_tiles, splits = tail_split(problem, config, hw) if config["SPLIT_TAIL"] else (0, 1)
+        programs = int(programs_of({**config, "sm_count": hw.sm_count}, tiles, split_tiles))
         split_tail = config["SPLIT_TAIL"] if split_tiles else 0
         partials = arrivals = None
         if split_tiles:
             import torch
 
-            programs = hw.sm_count
             partials = torch.empty(split_tiles * splits * bm * bn, device=a.device, dtype=torch.float32)
             if split_tail == 1:
                 arrivals = torch.zeros(split_tiles, device=a.device, dtype=torch.int32)
@@ -301,9 +323,41 @@ class Matmul(KernelFamily):
                                 dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, num_warps=4)))
         return steps
 
+    def terms(self, c: Cols) -> Cols:
+        M, N, K, bm, bn, bk, e = c["M"], c["N"], c["K"], c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"]
+        tiles = tiles_of(c)
+        split_tiles, parts = split_of(c, tiles)
+        threads = 32 * c["num_warps"]
+        acc = bm * bn / threads
+        smem = smem_of(c)
+        # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
+        regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
+        pad_rows, pad_cols, pad_loop = np.ceil(M / bm) * bm / M, np.ceil(N / bn) * bn / N, np.ceil(K / bk) * bk / K
+        return {
+            "tiles": tiles,
+            "programs": programs_of(c, tiles, split_tiles),
+            "splits": np.where(c["SPLIT_TAIL"] > 0, parts, 1.0),
+            "smem": smem,
+            "regs": regs,
+            "occupancy": resident_programs(c, smem, regs),
+            "loop_trips": np.ceil(K / bk),
+            "loop_remainder": np.mod(K, bk) / bk,
+            "elems_per_thread": acc,
+            "bytes_per_tile": (bm * K + K * bn + bm * bn) * e,
+            "flops_per_tile": 2 * bm * bn * K,
+            "padding": pad_rows * pad_cols * pad_loop,
+            "pad_rows": pad_rows, "pad_cols": pad_cols, "pad_loop": pad_loop,
+            "flops": self.flops(c),
+            "min_bytes": _bytes(c),
+            "tma_ok": tma_ok(c) * 1.0,
+        }
+
     def flops(self, problem: Problem) -> float:
         return 2.0 * problem["M"] * problem["N"] * problem["K"]
 
     def min_bytes(self, problem: Problem, dtype: str) -> float:
-        M, N, K = problem["M"], problem["N"], problem["K"]
-        return float(DTYPE_BYTES[dtype] * (M * K + K * N + M * N))
+        return float(_bytes({**problem, "e": DTYPE_BYTES[dtype]}))
+
+
+def _bytes(c: Cols):
+    return c["e"] * (c["M"] * c["K"] + c["K"] * c["N"] + c["M"] * c["N"])

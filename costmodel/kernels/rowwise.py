@@ -19,7 +19,8 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import DTYPE_BYTES, Config, KernelFamily, Knob, Launch, Problem, rand_generator, torch_dtype
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
+                                   resident_programs, row_cols, torch_dtype)
 
 
 @triton.jit
@@ -97,6 +98,11 @@ def next_pow2(n: int) -> int:
     return 1 << max(0, n - 1).bit_length()
 
 
+def _align(c: Cols):
+    """The largest power of two up to 16 dividing N (row or column-wise): rows start that aligned."""
+    return np.gcd(np.asarray(c["N"]).astype(np.int64), 16)
+
+
 def align_of(*values: int) -> int:
     """Largest power of two up to 16 dividing every value."""
     g = math.gcd(16, *values)
@@ -172,44 +178,53 @@ class RowwiseFamily(KernelFamily):
     def per_thread(config: Config) -> float:
         return config["ROWS"] * config["BLOCK_N"] / (32 * config["num_warps"])
 
-    def registers(self, problem: Problem, dtype: str, config: Config) -> int:
+    def registers_of(self, c: Cols):
         """Estimated registers per thread: the float32 row values (plus the looped pass's accumulators), doubled
         where rows are too unaligned for 8-byte vector loads (one address per element), and two per row of
         statistics. Fitted to ptxas -v on sm_90 (Triton 3.6) over ~5000 configs of the three families: under the
         cap (65536 / threads, at most 255) few configs spill, and those under 150 bytes."""
-        looped = config["BLOCK_N"] < problem["N"]
-        narrow = align_of(problem["N"]) * DTYPE_BYTES[dtype] < 8
-        values = self.per_thread(config) * (1 + (self.looped_accumulators if looped else 0)) * (2 if narrow else 1)
-        return int(16 + 2 * config["ROWS"] + values)
+        looped = c["BLOCK_N"] < c["N"]
+        narrow = _align(c) * c["e"] < 8
+        values = self.per_thread(c) * (1 + looped * self.looped_accumulators) * (1 + narrow)
+        return np.floor(16 + 2 * c["ROWS"] + values)
 
     @staticmethod
-    def register_cap(config: Config) -> int:
-        return min(255, 65536 // (32 * config["num_warps"]))
+    def register_cap_of(c: Cols):
+        return np.minimum(255, np.floor(65536 / (32 * c["num_warps"])))
 
-    def smem_bytes(self, problem: Problem, dtype: str, config: Config) -> int:
+    def smem_of(self, c: Cols):
         """Buffers of pipelined loads (num_stages - 1 chunks of the rows and of each parameter vector, loaded at
         the rows' shape: what Triton allocates), the cross-warp reduction scratch and, for the norms on rows not
         16-byte aligned, the output tile's layout conversion (its loads and the aligned parameter loads get
         different layouts)."""
-        bn, rows, e = config["BLOCK_N"], config["ROWS"], DTYPE_BYTES[dtype]
-        scratch = 2 * 4 * rows * config["num_warps"]
-        convert = rows * bn * 4 if self.vectors and align_of(problem["N"]) * e < 16 else 0
-        return (config["num_stages"] - 1) * rows * (1 + self.vectors) * bn * e + scratch + convert
+        bn, rows = c["BLOCK_N"], c["ROWS"]
+        convert = (self.vectors > 0) * (_align(c) * c["e"] < 16) * rows * bn * 4
+        return (c["num_stages"] - 1) * rows * (1 + self.vectors) * bn * c["e"] + 8 * rows * c["num_warps"] + convert
 
-    def resident(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> int:
+    def resident_of(self, c: Cols):
         """Programs one SM holds at once (warp slots, estimated registers, shared memory): a persistent grid
         is this many per SM."""
-        threads = 32 * config["num_warps"]
-        regs = -(-min(self.registers(problem, dtype, config), self.register_cap(config)) // 8) * 8
-        fits = [32, hw.max_threads_per_sm // threads, hw.regs_per_sm // (regs * threads),
-                hw.smem_per_sm // max(1, self.smem_bytes(problem, dtype, config))]
-        return max(1, min(fits))
+        return resident_programs(c, self.smem_of(c), np.minimum(self.registers_of(c), self.register_cap_of(c)))
+
+    def programs_of(self, c: Cols):
+        blocks = np.ceil(c["M"] / c["ROWS"])
+        return np.where(c["PERSISTENT"] > 0, np.minimum(blocks, c["sm_count"] * self.resident_of(c)), blocks)
+
+    def registers(self, problem: Problem, dtype: str, config: Config) -> int:
+        return int(self.registers_of({**problem, **config, "e": DTYPE_BYTES[dtype]}))
+
+    @staticmethod
+    def register_cap(config: Config) -> int:
+        return int(RowwiseFamily.register_cap_of(config))
+
+    def smem_bytes(self, problem: Problem, dtype: str, config: Config) -> int:
+        return int(self.smem_of({**problem, **config, "e": DTYPE_BYTES[dtype]}))
+
+    def resident(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> int:
+        return int(self.resident_of(row_cols(problem, dtype, config, hw)))
 
     def programs(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> int:
-        blocks = triton.cdiv(problem["M"], config["ROWS"])
-        if config["PERSISTENT"]:
-            return min(blocks, hw.sm_count * self.resident(problem, dtype, config, hw))
-        return blocks
+        return int(self.programs_of(row_cols(problem, dtype, config, hw)))
 
     def is_valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
         M, N = problem["M"], problem["N"]
@@ -278,9 +293,35 @@ class RowwiseFamily(KernelFamily):
         return [Launch(rowwise_kernel, (self.programs(problem, dtype, config, hw),), args, kwargs)]
 
     # --- costs ----------------------------------------------------------------------------------------
+    def terms(self, c: Cols) -> Cols:
+        M, N, e, bn, rows = c["M"], c["N"], c["e"], c["BLOCK_N"], c["ROWS"]
+        single = bn >= N
+        tiles = np.ceil(M / rows)
+        regs = np.minimum(self.registers_of(c), self.register_cap_of(c))
+        pad_rows, pad_cols = tiles * rows / M, np.ceil(N / bn) * bn / N
+        return {
+            "tiles": tiles,
+            "programs": self.programs_of(c),  # a persistent grid holds as many as the GPU runs at once
+            "smem": self.smem_of(c),
+            "regs": regs,
+            "occupancy": self.resident_of(c),
+            "loop_trips": np.where(single, 1.0, 2 * np.ceil(N / bn)),
+            "loop_remainder": np.where(single, 0.0, np.mod(N, bn) / bn),
+            "elems_per_thread": self.per_thread(c),
+            # looped rows are read twice
+            "bytes_per_tile": rows * N * e * np.where(single, 2, 3) + self.vectors * N * e,
+            "flops_per_tile": self.flops_per_element * rows * N,
+            "padding": pad_cols * pad_rows,
+            "pad_rows": pad_rows, "pad_cols": pad_cols, "pad_loop": np.where(single, 1.0, pad_cols),
+            "flops": self.flops(c),
+            "min_bytes": self._bytes(c),
+        }
+
     def flops(self, problem: Problem) -> float:
-        return float(self.flops_per_element * problem["M"] * problem["N"])
+        return 1.0 * self.flops_per_element * problem["M"] * problem["N"]
 
     def min_bytes(self, problem: Problem, dtype: str) -> float:
-        M, N = problem["M"], problem["N"]
-        return float(DTYPE_BYTES[dtype] * (2 * M * N + self.vectors * N))
+        return float(self._bytes({**problem, "e": DTYPE_BYTES[dtype]}))
+
+    def _bytes(self, c: Cols):
+        return c["e"] * (2 * c["M"] * c["N"] + self.vectors * c["N"])
