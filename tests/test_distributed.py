@@ -339,7 +339,7 @@ def test_dask_task_measures_a_compiled_lookahead_group_while_its_own_compiles(da
     manifest, with the worker that measured it."""
     plan, out = slow_plan(8), tmp_path / "data"
     dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.5})
-    summary = cluster.run_dask(plan, str(out), HW, dask_client, run_id="r1")
+    summary = cluster.run_dask(plan, str(out), HW, dask_client, run_id="ahead")
     assert summary["state"] == "complete" and summary["groups_measured"] == 8 and summary["counts"]["ok"] == 16
     runs = {r["index"]: r for r in summary["group_runs"]}
     assert sorted(r["index"] for r in summary["group_runs"]) == list(range(8)), "each group reported once"
@@ -357,21 +357,50 @@ def test_dask_task_measures_a_compiled_lookahead_group_while_its_own_compiles(da
     assert verdict["rows"] == 16 and verdict["measured_ahead"] == summary["measured_ahead"]
 
 
+def _task(client, run_id: str, out, item, worker: str, ahead=()):
+    """``item``'s Dask task as run_dask submits it, on ``worker``."""
+    return client.submit(cluster.measure_group, item, str(out), run_id, HW.as_dict(), True,
+                         {"timeout_s": 30.0, "seed": 0}, {}, ahead=list(ahead), workers=[worker],
+                         allow_other_workers=False, pure=False)
+
+
 def test_two_tasks_racing_for_one_lookahead_group_measure_it_once(dask_client, tmp_path):
     """Two workers whose own groups still compile both see the same look-ahead group compiled (the look-ahead is a
-    guess: Dask steals tasks, workers die): the claim lets one measure it, the other leaves it."""
-    plan, out = slow_plan(3), tmp_path / "data"
+    guess: Dask steals tasks, workers die): the claim lets one measure it, the other leaves it; and a task that
+    takes the claim after it was measured finds the shard and leaves it too."""
+    plan, out = slow_plan(4), tmp_path / "data"
     items = runner.plan_work(plan, HW)
-    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.0, plan[1].problem["N"]: 2.0})
+    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.0, plan[1].problem["N"]: 2.0, plan[3].problem["N"]: 1.0})
     a, b = sorted(cluster.workers_info(dask_client))
-    futures = [dask_client.submit(cluster.measure_group, items[i], str(out), "r1", HW.as_dict(), True,
-                                  {"timeout_s": 30.0, "seed": 0}, {}, ahead=[items[2]], workers=[w],
-                                  allow_other_workers=False, pure=False) for i, w in ((0, a), (1, b))]
-    results = [f.result() for f in futures]
+    results = [f.result() for f in [_task(dask_client, "race", out, items[i], w, [items[2]])
+                                    for i, w in ((0, a), (1, b))]]
+    assert len({r["pid"] for r in results}) == 2, "the two tasks ran in two workers"
     assert [r["counts"] for r in results] == [{"ok": 2}, {"ok": 2}] and not any(r["recovered"] for r in results)
     measured = [g for r in results for g in r["ahead"]]
     assert [g["index"] for g in measured] == [2] and measured[0]["counts"] == {"ok": 2}, results
-    assert len({r["pid"] for r in results}) == 2, "the two tasks ran in two workers"
+    late = _task(dask_client, "race", out, items[3], a, [items[2]]).result()
+    assert late["ahead"] == [] and late["counts"] == {"ok": 2}, "measured again a group already published"
+    assert_exactly_once(out, plan)
+
+
+def test_own_task_of_a_group_measured_ahead_waits_for_it_and_reads_it_back(dask_client, tmp_path):
+    """A group's own task that starts while another worker measures it ahead waits for that worker's claim, then
+    finds the shard published and reads it back."""
+    from distributed import Lock
+
+    plan, out = slow_plan(2), tmp_path / "data"
+    items = runner.plan_work(plan, HW)
+    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.0})
+    a, b = sorted(cluster.workers_info(dask_client))
+    first = _task(dask_client, "own", out, items[0], a, [items[1]])
+    claim, deadline = Lock(f"costmodel-{cluster.shard_id('own', items[1])}"), time.monotonic() + 60
+    while not claim.locked():  # worker a is measuring group 1 ahead
+        assert time.monotonic() < deadline and not first.done(), "group 1 never claimed"
+        time.sleep(0.005)
+    own = _task(dask_client, "own", out, items[1], b).result()
+    ahead = first.result()["ahead"]
+    assert [g["index"] for g in ahead] == [1] and ahead[0]["pid"] != own["pid"]
+    assert own["recovered"] and own["counts"] == {"ok": 2}, own
     assert_exactly_once(out, plan)
 
 
