@@ -175,7 +175,9 @@ def _claim(name: str, blocking: bool = True):
     finally:
         if taken:
             lock.release()
-        if getattr(lock, "refresh_callback", None) is not None:  # else the worker's event loop keeps every lock
+        # its lease-refresh callback (every lease-timeout / 5) holds the lock on the worker's event loop until
+        # stopped: 200 locks taken and released in a task were all still alive after gc.collect(), none once stopped
+        if getattr(lock, "refresh_callback", None) is not None:
             lock.refresh_callback.stop()
 
 
