@@ -8,12 +8,16 @@ worker with ``--resources GPU=1`` and one GPU visible (``CUDA_VISIBLE_DEVICES``,
 it). A local path must be one shared filesystem, mounted at the same place on every worker. The client gathers
 the tasks' summaries into the run's one manifest.
 
-Unlike ``collect --gpus``, a task knows only its own group: its compile pool compiles that group's configs in
-parallel, but does not compile the next group while this one is timed.
+Each task also queues the compiles of the groups its worker is likely to take next (``lookahead``), and while its
+own group still compiles it measures those of them already compiled, as a ``collect --gpus`` worker measures
+whichever group it holds compiled first; each is published under its own shard name, and its own task later reads
+it back. A cluster-wide claim per group (a ``distributed.Lock``, held while the group is measured and published)
+keeps two workers from measuring one group when the look-ahead guessed wrong (Dask steals tasks, a worker dies).
 
 A worker that dies mid-task loses nothing: the scheduler re-runs its task elsewhere. A group's shard has a
 name fixed by (run, group): a task that finds its shard already published (its first attempt got that far before
-the worker died) reads it back instead of measuring again, so nothing is measured twice.
+the worker died, or another task measured it ahead) reads it back instead of measuring again, so nothing is
+measured twice. The manifest counts each group once, with the summary of the task that measured it.
 
 Dask is imported only here and only when called: ``pip install 'costmodel[dask]'``.
 """
@@ -21,6 +25,7 @@ Dask is imported only here and only when called: ``pip install 'costmodel[dask]'
 from __future__ import annotations
 
 import atexit
+import contextlib
 import functools
 import json
 import multiprocessing as mp
@@ -150,41 +155,118 @@ def _benchmarker(hw: HardwareRecord, device: str, opts: dict) -> IsolatedBenchma
     return bench
 
 
+def shard_id(run_id: str, item: WorkItem) -> str:
+    """The name of a group's shard in a run (and of its claim): fixed by (run, group), whichever task measures it."""
+    return f"{run_id}-g{item.index:05d}"
+
+
+@contextlib.contextmanager
+def _claim(name: str, blocking: bool = True):
+    """Holds the cluster-wide claim on a group while it is measured and published (its own task waits for it, a
+    task measuring it ahead tries once): yields whether it was taken. A ``distributed.Lock``, whose lease the
+    scheduler drops when its holder stops refreshing it (a dead worker's claim goes within
+    ``distributed.scheduler.locks.lease-timeout``, 30 s by default)."""
+    from distributed import Lock
+
+    lock = Lock(f"costmodel-{name}")
+    taken = lock.acquire(blocking=blocking)
+    try:
+        yield taken
+    finally:
+        if taken:
+            lock.release()
+        # its lease-refresh callback (every lease-timeout / 5) holds the lock on the worker's event loop until
+        # stopped: 200 locks taken and released in a task were all still alive after gc.collect(), none once stopped
+        if getattr(lock, "refresh_callback", None) is not None:
+            lock.refresh_callback.stop()
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.time() > deadline
+
+
+def _ready(bench, item: WorkItem) -> bool:
+    return bench.ready(item.group.family, item.group.problem, item.group.dtype, item.todo)
+
+
+def _summary(item: WorkItem, task: int) -> dict:
+    """Who handles ``item``: ``task`` is the index of the group whose Dask task it is done in."""
+    return {"index": item.index, "group_id": item.gid, "family": item.group.family, "host": os.uname().nodename,
+            "pid": os.getpid(), "task": task}
+
+
+def _read_back(store: Store, gpu: str, item: WorkItem, run_id: str, task: int, t0: float) -> dict | None:
+    """The summary of ``item``'s shard if one is published already (by an earlier attempt of its task that died, or
+    by another task that measured it ahead), else None."""
+    done = store.shards(gpu, item.group.family, shard_id(run_id, item))
+    if not done:
+        return None
+    counts = Counter(s for path in done for s in store.statuses(path))
+    return {**_summary(item, task), "counts": dict(counts), "best_ms": None, "shard": done[0], "recovered": True,
+            "wall_s": round(time.perf_counter() - t0, 3)}
+
+
+def _measure(bench, hw: HardwareRecord, store: Store, item: WorkItem, run_id: str, task: int) -> dict:
+    """Measure ``item``, publish its shard, and return its summary (with the timing worker's and compile pool's
+    seconds while it was measured)."""
+    t0 = time.perf_counter()
+    before = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
+    ms, rows = runner.GroupRecorder(bench, hw, run_id).measure(item)
+    after = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
+    path = store.write_shard(hw.gpu, item.group.family, shard_id(run_id, item), rows)
+    return {**_summary(item, task), "counts": dict(Counter(m.status for m in ms)), "best_ms": runner.best_ms(ms),
+            "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3),
+            **{k: round(after[k] - before[k], 3) for k in before}}
+
+
+def _measure_ready_ahead(bench, hw: HardwareRecord, store: Store, item: WorkItem, ahead: list[WorkItem],
+                         run_id: str, deadline: float | None) -> list[dict]:
+    """While ``item`` still compiles, measure the look-ahead groups already compiled, each published under its own
+    shard id (its later task reads it back): a --gpus worker measures whichever of its groups compiled first, and
+    a Dask worker that waited for its own group's compiles instead waited on them 47-54% of its time on two H200s
+    (--gpus 42%). A look-ahead group is only a guess at what this worker takes next: the claim keeps a group from
+    being measured twice when another worker has it."""
+    done, tried = [], set()
+    while not _past(deadline) and not _ready(bench, item):
+        w = next((w for w in ahead if w.index not in tried and _ready(bench, w)), None)
+        if w is None:
+            break
+        tried.add(w.index)
+        with _claim(shard_id(run_id, w), blocking=False) as mine:
+            if mine and not store.shards(hw.gpu, w.group.family, shard_id(run_id, w)):
+                done.append(_measure(bench, hw, store, w, run_id, task=item.index))
+    return done
+
+
 def measure_group(item: WorkItem, root: str, run_id: str, plan_hw: dict, interpret: bool, opts: dict,
                   compile_workers: dict[str, int], ahead: list[WorkItem] = (), deadline: float | None = None) -> dict:
-    """The Dask task: measure one group and publish its shard, or read back the shard an earlier attempt of
-    this task published. Returns the group's summary for the manifest. ``ahead``: groups this worker is likely to
-    measure next, whose compiles start meanwhile; past ``deadline`` (time.time(), --time-budget) a group that
-    has not started is skipped (summary with ``skipped``), so that every group measured is also reported."""
+    """The Dask task: measure one group and publish its shard, or read back its shard if published already.
+    Returns the group's summary for the manifest, with ``ahead``: the summaries of the look-ahead groups it
+    measured first (see ``_measure_ready_ahead``). ``ahead``: groups this worker is likely to measure next, whose
+    compiles start meanwhile; past ``deadline`` (time.time(), --time-budget) no group starts (summary with
+    ``skipped``), so that every group measured is also reported."""
     t0 = time.perf_counter()
     hw = HardwareRecord(**_worker_hardware(interpret))
     if hw.gpu != plan_hw["gpu"]:
         raise CostModelError(f"worker pid {os.getpid()} has a {hw.gpu}, the plan is for {plan_hw['gpu']}: collect "
                              f"one GPU type per run (tag workers with a resource per GPU type)")
-    store, g = Store(root), item.group
-    shard_id = f"{run_id}-g{item.index:05d}"
-    summary = {"index": item.index, "group_id": item.gid, "family": g.family, "host": os.uname().nodename,
-               "pid": os.getpid()}
-    done = store.shards(hw.gpu, g.family, shard_id)
-    if done:  # an earlier attempt published this group and then its worker died
-        counts = Counter(s for path in done for s in store.statuses(path))
-        return {**summary, "counts": dict(counts), "best_ms": None, "shard": done[0], "recovered": True,
-                "wall_s": round(time.perf_counter() - t0, 3)}
+    store = Store(root)
+    if (back := _read_back(store, hw.gpu, item, run_id, item.index, t0)) is not None:
+        return back
     with _LOCK:  # one group at a time per worker process, however many threads it runs
-        if deadline is not None and time.time() > deadline:
-            return {**summary, "skipped": True}
+        if _past(deadline):
+            return {**_summary(item, item.index), "skipped": True}
         bench = _benchmarker(hw, "cpu" if interpret else "cuda",
-                             {**opts, "compile_workers": compile_workers.get(summary["host"], 0)})
-        recorder = runner.GroupRecorder(bench, hw, run_id)
-        for w in ahead:  # measured 17.7 ok rows/s on one H200 without this, 25.6 for --gpus 1 (which looks ahead)
+                             {**opts, "compile_workers": compile_workers.get(os.uname().nodename, 0)})
+        for w in (item, *ahead):  # measured 17.7 ok rows/s on one H200 without the look-ahead, 25.6 for --gpus 1
             bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
-        before = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
-        ms, rows = recorder.measure(item)
-        after = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
-        spent = {k: round(after[k] - before[k], 3) for k in before}
-    path = store.write_shard(hw.gpu, g.family, shard_id, rows)
-    return {**summary, "counts": {k: v for k, v in recorder.counts.items() if v}, "best_ms": runner.best_ms(ms),
-            "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3), **spent}
+        early = _measure_ready_ahead(bench, hw, store, item, ahead, run_id, deadline)
+        with _claim(shard_id(run_id, item)):  # checked again under the claim: another task may have measured it
+            own = _read_back(store, hw.gpu, item, run_id, item.index, t0)
+            if own is None:
+                own = ({**_summary(item, item.index), "skipped": True} if _past(deadline)
+                       else _measure(bench, hw, store, item, run_id, item.index))
+    return {**own, "ahead": early}
 
 
 def _measure_looking_ahead(item: WorkItem, ahead: list[WorkItem], **kwargs) -> dict:
@@ -212,6 +294,29 @@ def lookahead(items: list[WorkItem], i: int, workers: int, depth: int = 3) -> li
     """The groups the worker measuring ``items[i]`` is likely to take next, to compile meanwhile: workers take the
     plan's groups about in turn, so every ``workers``-th group after it, ``depth`` of them."""
     return items[i + workers: i + workers * (depth + 1): workers]
+
+
+def keep_run(runs: dict[int, dict], counts: dict[str, int], r: dict) -> bool:
+    """Count the summary ``r`` of a group once, in ``runs`` (by group index) and ``counts``. A group measured ahead
+    by another task is read back by its own task too, and the two summaries arrive in either order: the one of the
+    measuring (its worker, its seconds) is kept. Returns whether ``r`` was kept."""
+    old = runs.get(r["index"])
+    if old is not None and (r["recovered"] or not old["recovered"]):
+        return False
+    if old is not None:
+        runner.add_counts(counts, {k: -v for k, v in old["counts"].items()})
+    runs[r["index"]] = r
+    runner.add_counts(counts, r["counts"])
+    return True
+
+
+def group_run(r: dict) -> dict:
+    """A group's line in the manifest's ``group_runs``: ``task`` is the group whose task measured it (its own, or
+    one that measured it ahead); ``recovered``: read back from its shard, the summary of its measuring lost with
+    its worker."""
+    return {**{k: r[k] for k in ("index", "task", "host", "pid", "wall_s", "recovered")},
+            "ok": r["counts"].get("ok", 0),
+            **{k: r.get(k, 0.0) for k in ("waited_s", "timed_s", "compile_s", "lock_wait_s")}}
 
 
 def per_worker(group_runs: list[dict]) -> list[dict]:
@@ -277,14 +382,14 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
     resources = None if interpret else {"GPU": 1}
     t0, state = time.perf_counter(), "complete"
     deadline = time.time() + time_budget_s if time_budget_s is not None else None
-    counts, shards, failed, recovered, groups, skipped = runner.new_counts(), [], [], 0, [], []
+    counts, failed, skipped, runs = runner.new_counts(), [], [], {}
     gpus = max(1, len(_gpu_workers(dask_client))) if not interpret else max(1, len(workers_info(dask_client)))
     futures = dask_client.map(_measure_looking_ahead, items, [lookahead(items, i, gpus) for i in range(len(items))],
                               root=store.where, run_id=run_id, plan_hw=hw.as_dict(), interpret=interpret, opts=opts,
                               compile_workers=_compile_workers(dask_client, interpret), deadline=deadline,
-                              key=[f"costmodel-{run_id}-g{w.index:05d}" for w in items], resources=resources,
+                              key=[f"costmodel-{shard_id(run_id, w)}" for w in items], resources=resources,
                               pure=False)
-    by_key = {f.key: w for f, w in zip(futures, items)}
+    by_key, by_index = {f.key: w for f, w in zip(futures, items)}, {w.index: w for w in items}
     try:
         with runner.CollectProgress(console, sum(len(w.todo) for w in items)) as view:
             for fut in as_completed(futures):
@@ -295,17 +400,12 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
                                    "dtype": w.group.dtype, "error": f"{type(exc).__name__}: {exc}"[:500]})
                     continue
                 r = fut.result()
+                for g in (*r.get("ahead", ()), r):
+                    if not g.get("skipped") and keep_run(runs, counts, g):
+                        view.describe(by_index[g["index"]].describe())
+                        view.update(counts, "" if g["recovered"] else g["best_ms"])
                 if r.get("skipped"):
                     skipped.append(w.index)
-                    continue
-                runner.add_counts(counts, r["counts"])
-                shards.append(r["shard"])
-                recovered += r["recovered"]
-                groups.append({**{k: r[k] for k in ("index", "host", "pid", "wall_s", "recovered")},
-                               "ok": r["counts"].get("ok", 0),
-                               **{k: r.get(k, 0.0) for k in ("waited_s", "timed_s", "compile_s", "lock_wait_s")}})
-                view.describe(w.describe())
-                view.update(counts, "" if r["recovered"] else r["best_ms"])
         if skipped:
             state = "budget"
         if failed and state == "complete":
@@ -315,12 +415,15 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
         dask_client.cancel(futures)
         raise
     finally:
-        done = {g["index"] for g in groups} | {f["index"] for f in failed}
+        groups = [group_run(r) for r in runs.values()]
+        done = set(runs) | {f["index"] for f in failed}
         summary = runner.run_summary(
             run_id=run_id, state=state, plan=plan, items=items, hw=hw, seed=seed, counts=counts,
-            groups_measured=len(groups), wall_s=time.perf_counter() - t0, shards=shards,
+            groups_measured=len(groups), wall_s=time.perf_counter() - t0, shards=[r["shard"] for r in runs.values()],
             dask={"scheduler": dask_client.scheduler.address, "workers": len(workers_info(dask_client))},
-            recovered_groups=recovered, failed_groups=failed, group_runs=groups, workers=per_worker(groups),
+            recovered_groups=sum(r["recovered"] for r in runs.values()),
+            measured_ahead=sum(r["task"] != r["index"] for r in runs.values()),
+            failed_groups=failed, group_runs=groups, workers=per_worker(groups),
             retried_groups=retried_groups(dask_client, by_key),
             not_measured=[w.index for w in items if w.index not in done])
         store.write_manifest(summary)

@@ -74,6 +74,7 @@ def check(name: str, root: Path) -> dict:
         "unreported": {k: statuses.get(k, 0) - reported.get(k, 0) for k in set(statuses) | set(reported)
                        if statuses.get(k, 0) != reported.get(k, 0)},
         "requeued": m.get("requeued"), "recovered_pairs": m.get("recovered"), "retried_groups": m.get("retried_groups"),
+        "measured_ahead": m.get("measured_ahead"),  # Dask: groups a task measured while its own still compiled
         "deaths": sum(w.get("deaths", 0) for w in m.get("workers") or []),
         "per_worker": worker_lines(m),
         "group_runs": m.get("group_runs"),
@@ -108,6 +109,7 @@ def main() -> int:
               f"(same mode {r.get('scaling_efficiency_same_mode', '-')!s:5}) "
               f"dup {r['duplicates']} partial {len(r['partial_groups'])} unreported {r['unreported'] or 0} "
               f"deaths {r['deaths']} requeued {r['requeued']} retried {r['retried_groups']} "
+              f"measured ahead {r['measured_ahead']} "
               f"{'intact' if ok else 'NOT INTACT'}", file=sys.stderr)
         for w in r["per_worker"]:
             print(f"{'':>14}worker {w.get('slot', w.get('pid'))}: groups {w['groups']} ok {w['ok']} "

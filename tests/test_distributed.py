@@ -39,7 +39,7 @@ def slow_plan(n_groups: int) -> list[GroupPlan]:
 
 
 def assert_exactly_once(root, plan: list[GroupPlan]) -> None:
-    t = dataset.read(root)
+    t = dataset.read(root, every_measurement=True)  # a plain read keeps a pair's first measurement only
     got = Counter(zip(t["group_id"].to_pylist(), t["config_json"].to_pylist()))
     want = {(w.gid, dataset.canonical_json(c)) for w in runner.plan_work(plan, HW) for c in w.todo}
     assert set(got) == want, f"missing {len(want - set(got))}, unplanned {len(set(got) - want)}"
@@ -200,11 +200,61 @@ def test_collect_gpus_cli(cli, tmp_path):
 @pytest.fixture(scope="module")
 def dask_cluster():
     pytest.importorskip("distributed")
+    import dask
     from distributed import LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=logging.ERROR) as c:
+    # a killed worker's claim on its group goes when its lease times out (30 s by default, validated every 10 s):
+    # shorter here, so that the kill test's re-run task does not wait that long for it
+    with dask.config.set({"distributed.scheduler.locks.lease-timeout": "10s",
+                          "distributed.scheduler.locks.lease-validation-interval": "2s"}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
+                         silence_logs=logging.ERROR) as c:
         yield c
+
+
+class CompiledAt:
+    """A Dask worker's benchmarker (one per task here) that finds the group of problem N compiled ``seconds[N]``
+    after the task first asked: under the interpreter no compile pool runs and every group is ready at once; this
+    stands for a GPU worker's pool. Timed from the first question, not from the test: a fresh worker first spends
+    seconds starting its forkserver (torch's import)."""
+
+    def __init__(self, bench, seconds: dict[int, float]):
+        self.bench, self.seconds, self.t0 = bench, seconds, None
+
+    def __getattr__(self, name):
+        return getattr(self.bench, name)
+
+    def _left(self, problem) -> float:
+        self.t0 = self.t0 or time.time()
+        return self.t0 + self.seconds.get(problem["N"], 0.0) - time.time()
+
+    def ready(self, family, problem, dtype, configs):
+        return self._left(problem) <= 0
+
+    def measure(self, family, problem, dtype, configs):
+        wait = self._left(problem)
+        if wait > 0:  # as IsolatedBenchmarker.measure waits on its pool, and counts it
+            time.sleep(wait)
+            self.bench.waited_s += wait
+        return self.bench.measure(family, problem, dtype, configs)
+
+
+_REAL_BENCHMARKER = cluster._benchmarker
+
+
+def _compiles_take(seconds: dict[int, float] | None) -> None:
+    """In a Dask worker: each task's benchmarker as ``CompiledAt(seconds)`` (None: the real one again)."""
+    cluster._benchmarker = _REAL_BENCHMARKER if seconds is None else lambda *a: CompiledAt(_REAL_BENCHMARKER(*a),
+                                                                                          seconds)
+
+
+@pytest.fixture
+def dask_client(dask_cluster):
+    from distributed import Client
+
+    with Client(dask_cluster) as client:
+        yield client
+        client.run(_compiles_take, None)
 
 
 def test_requeued_group_measures_again_what_only_an_earlier_run_published(tmp_path):
@@ -281,6 +331,90 @@ def test_dask_run_cut_by_its_budget_reports_every_group_it_published(dask_cluste
     verdict = check_run(out)
     assert verdict["unreported"] == {} and verdict["partial_groups"] == [] and verdict["duplicates"] == 0
     assert verdict["rows"] == summary["measured"] == 2 * summary["groups_measured"]
+
+
+def test_dask_task_measures_a_compiled_lookahead_group_while_its_own_compiles(dask_client, tmp_path):
+    """Group 0 compiles for 2.5 s: its task measures the groups ahead of it that are compiled (2 first) and then
+    its own; group 2's own task reads its shard back. Each group in the Parquet once and whole, counted once in the
+    manifest, with the worker that measured it."""
+    plan, out = slow_plan(8), tmp_path / "data"
+    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.5})
+    summary = cluster.run_dask(plan, str(out), HW, dask_client, run_id="ahead")
+    assert summary["state"] == "complete" and summary["groups_measured"] == 8 and summary["counts"]["ok"] == 16
+    runs = {r["index"]: r for r in summary["group_runs"]}
+    assert sorted(r["index"] for r in summary["group_runs"]) == list(range(8)), "each group reported once"
+    assert runs[2]["task"] == 0 and runs[2]["pid"] == runs[0]["pid"] and not runs[2]["recovered"], runs[2]
+    assert summary["measured_ahead"] >= 1 and summary["recovered_groups"] == 0
+    assert runs[2]["timed_s"] > 0, "the measuring's seconds, not a read-back's"
+    t = dataset.read(out, every_measurement=True)
+    ts = {i: [s for g, s in zip(t["group_id"].to_pylist(), t["ts"].to_pylist()) if g == w.gid]
+          for i, w in enumerate(runner.plan_work(plan, HW)) if i in (0, 2)}
+    assert max(ts[2]) < min(ts[0]), "group 2 measured while group 0 compiled"
+    assert sum(w["groups"] for w in summary["workers"]) == 8 and sum(w["ok"] for w in summary["workers"]) == 16
+    assert_exactly_once(out, plan)
+    verdict = check_run(out)
+    assert verdict["duplicates"] == 0 and verdict["partial_groups"] == [] and verdict["unreported"] == {}
+    assert verdict["rows"] == 16 and verdict["measured_ahead"] == summary["measured_ahead"]
+
+
+def _task(client, run_id: str, out, item, worker: str, ahead=()):
+    """``item``'s Dask task as run_dask submits it, on ``worker``."""
+    return client.submit(cluster.measure_group, item, str(out), run_id, HW.as_dict(), True,
+                         {"timeout_s": 30.0, "seed": 0}, {}, ahead=list(ahead), workers=[worker],
+                         allow_other_workers=False, pure=False)
+
+
+def test_two_tasks_racing_for_one_lookahead_group_measure_it_once(dask_client, tmp_path):
+    """Two workers whose own groups still compile both see the same look-ahead group compiled (the look-ahead is a
+    guess: Dask steals tasks, workers die): the claim lets one measure it, the other leaves it; and a task that
+    takes the claim after it was measured finds the shard and leaves it too."""
+    plan, out = slow_plan(4), tmp_path / "data"
+    items = runner.plan_work(plan, HW)
+    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.0, plan[1].problem["N"]: 2.0, plan[3].problem["N"]: 1.0})
+    a, b = sorted(cluster.workers_info(dask_client))
+    results = [f.result() for f in [_task(dask_client, "race", out, items[i], w, [items[2]])
+                                    for i, w in ((0, a), (1, b))]]
+    assert len({r["pid"] for r in results}) == 2, "the two tasks ran in two workers"
+    assert [r["counts"] for r in results] == [{"ok": 2}, {"ok": 2}] and not any(r["recovered"] for r in results)
+    measured = [g for r in results for g in r["ahead"]]
+    assert [g["index"] for g in measured] == [2] and measured[0]["counts"] == {"ok": 2}, results
+    late = _task(dask_client, "race", out, items[3], a, [items[2]]).result()
+    assert late["ahead"] == [] and late["counts"] == {"ok": 2}, "measured again a group already published"
+    assert_exactly_once(out, plan)
+
+
+def test_own_task_of_a_group_measured_ahead_waits_for_it_and_reads_it_back(dask_client, tmp_path):
+    """A group's own task that starts while another worker measures it ahead waits for that worker's claim, then
+    finds the shard published and reads it back."""
+    from distributed import Lock
+
+    plan, out = slow_plan(2), tmp_path / "data"
+    items = runner.plan_work(plan, HW)
+    dask_client.run(_compiles_take, {plan[0].problem["N"]: 2.0})
+    a, b = sorted(cluster.workers_info(dask_client))
+    first = _task(dask_client, "own", out, items[0], a, [items[1]])
+    claim, deadline = Lock(f"costmodel-{cluster.shard_id('own', items[1])}"), time.monotonic() + 60
+    while not claim.locked():  # worker a is measuring group 1 ahead
+        assert time.monotonic() < deadline and not first.done(), "group 1 never claimed"
+        time.sleep(0.005)
+    own = _task(dask_client, "own", out, items[1], b).result()
+    ahead = first.result()["ahead"]
+    assert [g["index"] for g in ahead] == [1] and ahead[0]["pid"] != own["pid"]
+    assert own["recovered"] and own["counts"] == {"ok": 2}, own
+    assert_exactly_once(out, plan)
+
+
+def test_dask_manifest_keeps_the_measuring_of_a_group_also_read_back():
+    """A group measured ahead is read back by its own task too, the two summaries in either order: counted once,
+    as measured (its worker, its seconds); a read-back alone (the measuring worker died) counts as recovered."""
+    measured = {"index": 2, "task": 0, "pid": 11, "recovered": False, "counts": {"ok": 2}, "timed_s": 0.4}
+    read_back = {"index": 2, "task": 2, "pid": 12, "recovered": True, "counts": {"ok": 2}}
+    for order, kept in (((measured, read_back), [True, False]), ((read_back, measured), [True, True])):
+        runs, counts = {}, runner.new_counts()
+        assert [cluster.keep_run(runs, counts, r) for r in order] == kept
+        assert runs == {2: measured} and counts["ok"] == 2
+    runs, counts = {}, runner.new_counts()
+    assert cluster.keep_run(runs, counts, read_back) and runs == {2: read_back} and counts["ok"] == 2
 
 
 def test_dask_lookahead_takes_every_workers_th_group_after():
