@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from costmodel import space
+from costmodel import benchmarks, space
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
@@ -89,7 +89,8 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         pools = {d: [all_configs[i] for i in rng.permutation(len(all_configs))[:pool_size]] for d in kinds}
         plan: list[GroupPlan] = []
         seen: set[tuple] = set()
-        problems = [p for p in fam.problems(rng, n * (40 if where else 4)) if all(b(p) for b in where)]
+        problems = [p for p in fam.problems(rng, n * (40 if where else 4))
+                    if all(b(p) for b in where) and not benchmarks.is_named(name, p)]  # benchmarks' shapes stay out
         # ground-truth groups take aligned shapes: they share compile classes, so a whole space compiles once
         aligned = [p for p in problems if all(v % 16 == 0 for d, v in p.items() if d in ALIGNED_DIMS)]
         stride = max(1, n // n_exhaustive) if n_exhaustive else 0

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 
-from costmodel import dataset, features, hardware
+from costmodel import benchmarks, dataset, features, hardware
 from costmodel.errors import CostModelError
 
 MODELS_DIR = Path(__file__).parent / "models"
@@ -110,7 +110,15 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
     table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu)
     if table.num_rows == 0:
         raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
+    table = table.filter(np.logical_not(_named_rows(table)))  # a benchmark's problems never train (benchmarks.py)
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu
+
+
+def _named_rows(table: pa.Table) -> np.ndarray:
+    """Rows of a problem a benchmark names, in any dtype."""
+    named = pa.array(sorted(f"{k}|{p}" for k, p in benchmarks.named_keys()))
+    key = pc.binary_join_element_wise(table["kernel"], table["problem_json"], "|")
+    return np.asarray(pc.fill_null(pc.is_in(key, value_set=named), False))
 
 
 def data_hash(table: pa.Table) -> str:

@@ -32,29 +32,19 @@ import time
 import click
 import numpy as np
 
-from costmodel import dataset, hardware, model, space
+from costmodel import benchmarks, dataset, hardware, model, space
 from costmodel.evaluation import expected_best_of_random_k, geomean
 from benchlib import against_torch, log, time_all
 from costmodel.benchmark import IsolatedBenchmarker, Measurement
 from costmodel.kernels import get_family
 from tuner.decorator import to_triton
 
-# shapes no collection plan drew (checked against data/ at start): large, skinny, odd, both dtypes
-PROBLEMS = [
-    ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "float16"), ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "bfloat16"),
-    ("matmul", {"M": 7168, "N": 7168, "K": 7168}, "float16"), ("matmul", {"M": 64, "N": 7168, "K": 7168}, "float16"),
-    ("matmul", {"M": 3000, "N": 5000, "K": 1000}, "bfloat16"), ("matmul", {"M": 24, "N": 14336, "K": 4096}, "float16"),
-    ("matmul", {"M": 6144, "N": 2816, "K": 2048}, "bfloat16"),
-    ("attention", {"B": 2, "H": 24, "S": 3072, "D": 128, "CAUSAL": 1}, "bfloat16"),
-    ("attention", {"B": 4, "H": 16, "S": 1500, "D": 64, "CAUSAL": 0}, "float16"),
-    ("attention", {"B": 1, "H": 40, "S": 6000, "D": 128, "CAUSAL": 0}, "float16"),
-    ("softmax", {"M": 6000, "N": 7168}, "float16"), ("softmax", {"M": 300, "N": 151936}, "bfloat16"),
-    ("softmax", {"M": 20000, "N": 3000}, "float16"),
-    ("layernorm", {"M": 12000, "N": 6144}, "bfloat16"), ("layernorm", {"M": 77, "N": 9000}, "float16"),
-    ("layernorm", {"M": 30000, "N": 2048}, "float16"),
-    ("rmsnorm", {"M": 10000, "N": 7168}, "float16"), ("rmsnorm", {"M": 5, "N": 14336}, "bfloat16"),
-    ("rmsnorm", {"M": 24000, "N": 1536}, "bfloat16"), ("rmsnorm", {"M": 2500, "N": 3000}, "float16"),
-]
+# issue 16's race: new to the data in every dtype (collection plans skip them, training drops them; checked against
+# data/ at start). The race of sessions 4-5 (5120^3, 3000x5000x1000, ...) joined sweeps of several device calls:
+# its rows are in results/ and BENCHMARKS marks it so.
+PROBLEMS = benchmarks.TUNE_RACE
+# the two shapes triton.autotune and Helion quick also run on: one large square, one skinny (M <= 64)
+AUTOTUNE_SHAPES = ({"M": 4100, "N": 4100, "K": 4100}, {"M": 40, "N": 11008, "K": 4096})
 
 
 def random8_ms(latencies: list[float]) -> float:
@@ -133,7 +123,7 @@ def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker
     oks = ok_latencies(time_all(family, problem, dtype, space.enumerate_valid(get_family(family), problem, dtype, hw),
                                 bench, "configs"))
     out = {"exhaustive_ok": len(oks), "exhaustive_best_ms": min(oks), "random8_ms": random8_ms(oks)}
-    if family == "matmul" and problem["M"] in (5120, 64) and dtype == "float16":  # one large, one skinny
+    if family == "matmul" and problem in AUTOTUNE_SHAPES:
         out["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
         log(f"triton.autotune: {out['triton_autotune_warm_compile_cache']}")
     return out
@@ -199,7 +189,7 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, be
     if family == "matmul":
         row.update(against_torch(problem, dtype, row["tune_config"], hw))
         log(f"vs torch.matmul: {row['tune_vs_torch']:.3f}")
-        if helion and problem["M"] in (5120, 64) and dtype == "float16":
+        if helion and problem in AUTOTUNE_SHAPES:
             row["helion_quick"] = helion_quick_matmul(problem, dtype)
             log(f"helion quick: {row['helion_quick']}")
     return row
@@ -256,12 +246,12 @@ def main(only: str, helion: bool, out: str, reuse_file: str | None, reused_space
             r = json.loads(line)
             if r["gpu"] == hw.gpu:
                 reusable[(r["family"], dataset.canonical_json(r["problem"]), r["dtype"])] = r
-        data = dataset.read("data", ["kernel", "problem_json", "dtype"])
-        seen = set(zip(data["kernel"].to_pylist(), data["problem_json"].to_pylist(), data["dtype"].to_pylist()))
+        data = dataset.read("data", ["kernel", "problem_json"])
+        seen = set(zip(data["kernel"].to_pylist(), data["problem_json"].to_pylist()))  # in any dtype
         with IsolatedBenchmarker(hw) as bench:
             for family, problem, dtype in chosen:
                 key = (family, dataset.canonical_json(problem), dtype)
-                assert key not in seen, f"{family} {problem} is in the data"
+                assert key[:2] not in seen, f"{family} {problem} is in the data"
                 log(f"{family} {problem} {dtype}")
                 row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "model_data_hash": cm.meta["data"]["hash"],
                        **measure_problem(family, problem, dtype, hw, helion, bench, base_cache, scratch,

@@ -137,3 +137,30 @@ def test_exhaustive_groups_are_the_share_rounded_down():
     assert {g.family for g in spread if g.exhaustive} == {"softmax", "rmsnorm", "layernorm"}
     with pytest.raises(CostModelError, match="from 0 to 1"):
         make_plan(["matmul"], 10, 5, None, seed=0, hw=H200, exhaustive_share=1.5)
+
+
+def test_benchmark_problems_stay_out_of_data_plans_and_training(data_root, monkeypatch):
+    """No committed row is of a problem a benchmark names (in any dtype); a plan never draws one, even when the
+    family's generator offers it; training drops every dtype of a named problem's rows."""
+    from costmodel import benchmarks
+
+    t = dataset.read(data_root, ["kernel", "problem_json", "dtype"])
+    rows = set(zip(t["kernel"].to_pylist(), t["problem_json"].to_pylist()))
+    assert not rows & benchmarks.named_keys()
+    assert len(benchmarks.named_keys()) == len(benchmarks.NAMED) == 24
+
+    fam = get_family("matmul")
+    named = [p for f, p, _ in benchmarks.NAMED if f == "matmul"]
+    drawn = fam.problems
+    monkeypatch.setattr(type(fam), "problems", lambda self, rng, n: named + drawn(rng, n))
+    plan = make_plan(["matmul"], 12, 4, None, 0, KNOWN["nvidia-h200"], exhaustive_share=0)
+    assert len(plan) == 12 and not any(benchmarks.is_named("matmul", g.problem) for g in plan)
+
+    table, _ = model.training_table(data_root)
+    kernel, problem = table["kernel"][0].as_py(), table["problem_json"][0].as_py()
+    both = pc.and_(pc.equal(table["kernel"], kernel), pc.equal(table["problem_json"], problem))
+    assert len(set(table.filter(both)["dtype"].to_pylist())) >= 1
+    monkeypatch.setattr(benchmarks, "named_keys", lambda: frozenset({(kernel, problem)}))
+    kept, _ = model.training_table(data_root)
+    assert kept.num_rows == table.num_rows - pc.sum(both).as_py() > 0
+    assert not pc.any(pc.and_(pc.equal(kept["kernel"], kernel), pc.equal(kept["problem_json"], problem))).as_py()
