@@ -125,10 +125,14 @@ def _describe_plan(plan: list, gpu: str) -> None:
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
               help="run each group as a task on the Dask scheduler at ADDRESS (workers started with --resources "
                    "GPU=1, one GPU each); --out may then be a pyarrow filesystem URI (s3://bucket/data)")
+@click.option("--active", default=None, type=int, metavar="N",
+              help="probe --groups shapes with the model's top 8, 8 random configs and the default, then measure "
+                   "the N the model got most wrong over their whole valid space")
+@click.option("--model", "model_ref", default=None, help="with --active: the model that ranks (default: the shipped one)")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, bounds, timeout,
-            time_budget, gpus, dask_address, as_json):
+            time_budget, gpus, dask_address, active, model_ref, as_json):
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
     from collect.plan import DimBound, check_bounds, make_plan
@@ -149,6 +153,10 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     check_bounds(names, where)  # bad input, before anything asks for a GPU
     if "://" in out and not dask_address:
         raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
+    if active is not None and (active < 1 or "://" in out):
+        raise CostModelError("--active N: N >= 1 groups to sweep, and --out a local path (the probe is read back)")
+    if model_ref and active is None:
+        raise CostModelError("--model ranks the probe of --active: pass --active N")
 
     def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
         raise KeyboardInterrupt
@@ -164,9 +172,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             hw = cluster.cluster_hardware(dask_client, device == "cpu")
             plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
             _check_where_left_problems(plan, names, bounds)
-            _describe_plan(plan, hw.gpu)
-            summary = cluster.run_dask(plan, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed,
-                                       console=err_console, timeout_s=timeout, time_budget_s=time_budget)
+            summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: cluster.run_dask(
+                p, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
+                timeout_s=timeout, time_budget_s=budget))
     else:
         workers = None
         if gpus:
@@ -177,16 +185,17 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
                                                                             "it on a GPU host")
         plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
         _check_where_left_problems(plan, names, bounds)
-        _describe_plan(plan, hw.gpu)
         if workers:
             from collect.parallel import run_parallel
 
-            summary = run_parallel(plan, out, hw, workers, run_id=new_run_id(), resume=resume, seed=seed,
-                                   console=err_console, timeout_s=timeout, time_budget_s=time_budget)
+            summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_parallel(
+                p, out, hw, workers, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
+                timeout_s=timeout, time_budget_s=budget))
         else:
             with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed) as bench:
-                summary = run_plan(plan, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed,
-                                   console=err_console, time_budget_s=time_budget)
+                summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_plan(
+                    p, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
+                    time_budget_s=budget))
     summary.pop("plan")
     if summary.get("skipped_already_measured"):
         err_console.print(f"skipped {summary['skipped_already_measured']} pairs already in {out} (--remeasure "
@@ -195,6 +204,42 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),
                   str(summary["measured"] - summary["counts"]["ok"]), str(summary["ok_per_s"]), str(summary["wall_s"]))
     _emit(summary, as_json, table)
+
+
+def _run_plans(plan: list, hw, out: str, active: int | None, model_ref: str | None, seed: int,
+               budget: float | None, run) -> dict:
+    """Measure ``plan`` with ``run(plan, time_budget)``; with ``active``, probe its groups first and then sweep
+    the ``active`` of them the model got most wrong (``collect.active``), within one time budget."""
+    if active is None:
+        _describe_plan(plan, hw.gpu)
+        return run(plan, budget)
+    import time
+
+    import pyarrow.dataset as ds
+
+    from collect import active as picking
+    from costmodel import dataset, model
+
+    t0 = time.perf_counter()
+    cm = model.load(model_ref, gpu=None) if model_ref else model.load_shipped(hw.gpu)
+    probes = picking.probe_plan(plan, cm, hw, seed=seed)
+    _describe_plan(probes, hw.gpu)
+    probed = run(probes, budget)
+    probed.pop("plan", None)
+    table = dataset.read(out, ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms"],
+                         ds.field("gpu") == hw.gpu)
+    ranked = picking.regrets(probes, table)
+    sweeps = picking.sweep_plan(probes, ranked, active, hw)
+    for r in sorted((r for r in ranked if r["regret"] == r["regret"]), key=lambda r: r["regret"])[:active]:
+        err_console.print(f"sweep {r['family']} {json.dumps(r['problem'])} {r['dtype']}: the probe's best is "
+                          f"{r['regret']:.3f} of the model's top {picking.PROBE_K}'s")
+    _describe_plan(sweeps, hw.gpu)
+    left = None if budget is None else max(0.0, budget - (time.perf_counter() - t0))
+    summary = run(sweeps, left)
+    summary["active"] = {"probe_run_id": probed["run_id"], "probe_state": probed["state"], "probed_groups": len(probes),
+                         "probe_counts": probed["counts"], "swept_groups": len(sweeps),
+                         "regrets": sorted(ranked, key=lambda r: (r["regret"] != r["regret"], r["regret"]))}
+    return summary
 
 
 def _check_where_left_problems(plan: list, names: list[str], bounds: tuple[str, ...]) -> None:

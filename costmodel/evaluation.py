@@ -124,11 +124,16 @@ def _by_truth(top: dict[int, np.ndarray], exhaustive: np.ndarray, where: np.ndar
 # --- groups and splits ---------------------------------------------------------------------------------
 
 def group_info(table: pa.Table) -> pa.Table:
-    """One row per group (table sorted by group): its first row's identity columns."""
-    first = model.group_bounds(table)[:-1]
-    cols = ["group_id", "kernel", "dtype", "exhaustive", "problem_json", "gpu", *(c for c in table.column_names
-                                                                                   if c.startswith(("dim_", "hw_")))]
-    return table.select(cols).take(first)
+    """One row per group (table sorted by group): its first row's identity columns, and ``exhaustive`` when any of
+    its rows came from a whole-space sweep (a sweep measures every valid config not measured yet: a group probed
+    with a sample first and swept later holds rows of both)."""
+    bounds = model.group_bounds(table)
+    cols = ["group_id", "kernel", "dtype", "problem_json", "gpu", *(c for c in table.column_names
+                                                                    if c.startswith(("dim_", "hw_")))]
+    info = table.select(cols).take(bounds[:-1])
+    swept = np.asarray(pc.fill_null(table["exhaustive"], False), bool)
+    return info.append_column("exhaustive", pa.array(np.logical_or.reduceat(swept, bounds[:-1]) if len(swept)
+                                                     else np.zeros(0, bool)))
 
 
 def _extents(info: pa.Table) -> np.ndarray:

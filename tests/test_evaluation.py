@@ -82,3 +82,22 @@ def test_cli_kinds_are_the_registry():
     (kind,) = [p for p in evaluate.params if p.name == "kind"]
     assert list(kind.type.choices) == list(evaluation.KINDS)
 
+
+
+def test_a_group_probed_then_swept_counts_as_measured_over_the_whole_space(data_root):
+    """A group whose first rows came from a sampled probe and the rest from a whole-space sweep (collect --active)
+    is a whole-space group, whichever of its rows sorts first."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    table, _ = model.training_table(data_root)
+    info = evaluation.group_info(table)
+    gid = info.filter(info["exhaustive"])["group_id"][0].as_py()
+    rows = table.filter(pc.equal(table["group_id"], gid))
+    probed = np.arange(rows.num_rows) < rows.num_rows // 2  # the first half as a probe recorded them
+    mixed = rows.set_column(rows.column_names.index("exhaustive"), "exhaustive", pa.array(~probed))
+    assert not mixed["exhaustive"][0].as_py()
+    assert evaluation.group_info(mixed)["exhaustive"].to_pylist() == [True]
+    never = rows.set_column(rows.column_names.index("exhaustive"), "exhaustive", pa.array(np.zeros(rows.num_rows, bool)))
+    assert evaluation.group_info(never)["exhaustive"].to_pylist() == [False]
