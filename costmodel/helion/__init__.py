@@ -24,8 +24,9 @@ Rows in the existing Parquet schema
   as the twin (M, N, K, B, H, S, D, CAUSAL), ``problem_json`` as today, ``config_json`` the canonical config; the
   flat ``cfg_*`` columns stay null (Helion's knobs are lists of per-tile values, not the Triton knobs those
   columns name; features read ``config_json``, see ``features.py`` here).
-- ``helion_version``: a new nullable string column among the software columns (beside ``triton_version``),
-  null on Triton rows and on every shard written before it (the reader's explicit schema fills nulls). Not in
+- ``helion_version``: a new nullable string column among the software columns (beside ``triton_version``), to add
+  to dataset.SCHEMA with the collector (not yet added), null on Triton rows and on every shard written before it
+  (the reader's explicit schema fills nulls, so no existing shard or reader breaks). Not in
   ``config_json``: that is the identity of a config within a group (``first_measurements``, resume, replay) and
   must read the same from either version. Not folded into ``triton_version``: it would stop being a version.
 - The kernel hash of a Helion family (the group's ``source_hash``, to come with the collector) should cover the

@@ -31,6 +31,7 @@ class HelionFamily:
     # (roll-able loop) spans; written on columns (name -> array or number), so features use them on a whole table
     tiles: Callable[[dict], list]
     reductions: Callable[[dict], list]
+    grid: int                       # the leading tiles that make the launch grid; the rest are loops in a program
 
     @property
     def kernel(self) -> str:
@@ -109,13 +110,13 @@ def _rows(c):
 
 
 FAMILIES = {f.name: f for f in (
-    HelionFamily("matmul", "matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: []),
-    HelionFamily("softmax", "softmax", _rows, lambda c: [c["N"]]),
-    HelionFamily("layer_norm", "layernorm", _rows, lambda c: [c["N"]]),
-    HelionFamily("rms_norm", "rmsnorm", _rows, lambda c: [c["N"]]),
+    HelionFamily("matmul", "matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2),
+    HelionFamily("softmax", "softmax", _rows, lambda c: [c["N"]], 1),
+    HelionFamily("layer_norm", "layernorm", _rows, lambda c: [c["N"]], 1),
+    HelionFamily("rms_norm", "rmsnorm", _rows, lambda c: [c["N"]], 1),
     # (batch x heads, query rows, key rows); the head dim is specialised, whole in every tile
-    HelionFamily("attention", "attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: []),
-    HelionFamily("swiglu", None, lambda c: [c["M"], c["N"]], lambda c: []),
+    HelionFamily("attention", "attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2),
+    HelionFamily("swiglu", None, lambda c: [c["M"], c["N"]], lambda c: [], 2),
 )}
 
 
