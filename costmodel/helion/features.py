@@ -1,0 +1,148 @@
+"""Features of Helion configs that travel between kernels (issue 18, item 3), apart from costmodel/features.py's
+Triton features for now: ``matrix`` gives its own names and a float64 matrix, NaN where a feature does not apply
+(a kernel with fewer tiled dims or reductions than the widest one, a knob the config does not set).
+
+Each canonical config is parsed once (its knobs are lists of per-tile / per-loop / per-op values); every feature
+is then a numpy expression over whole columns. Block sizes are read against the problem extents the family says
+each one tiles (``HelionFamily.tiles`` / ``reductions``), so a 64-wide tile of a 4096-row matmul and of a 4096-row
+softmax read alike. Key order never matters: a config is a mapping.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Sequence
+
+import numpy as np
+
+from costmodel.helion import families
+
+MAX_TILES, MAX_REDUCTIONS = 3, 2
+PID_TYPES = ("flat", "xyz", "persistent_blocked", "persistent_interleaved")
+INDEXING = ("pointer", "block_ptr", "tensor_descriptor")
+EVICTION = ("first", "last")
+
+
+def _names() -> list[str]:
+    n = ["n_tiles", "n_reductions", "n_loops", "n_memory_ops", "n_loads"]
+    for name in ("log2_block", "block_ratio", "log2_tiles"):
+        n += [f"{name}_{i}" for i in range(MAX_TILES)]
+    for name in ("reduction_rolled", "log2_reduction_block", "reduction_ratio", "log2_reduction_trips"):
+        n += [f"{name}_{i}" for i in range(MAX_REDUCTIONS)]
+    n += ["log2_programs", "log2_tile_elems", "log2_num_warps", "num_stages", *(f"pid_{p}" for p in PID_TYPES),
+          "log2_num_sm_multiplier", "maxnreg_set", "log2_maxnreg", *(f"indexing_{x}" for x in INDEXING),
+          *(f"evict_{x}" for x in EVICTION), "log2_l2_grouping", "loop_order_swapped", "flatten_loops",
+          "range_unroll_factor_mean", "range_num_stages_mean", "range_multi_buffer", "range_flatten",
+          "range_warp_specialize", "static_range", "reduction_fusion"]
+    return n
+
+
+NAMES = tuple(_names())
+
+
+def _pad(rows: list[list], width: int) -> np.ndarray:
+    """Rows of numbers (None allowed) as a (len(rows), width) float array, NaN past each row's end."""
+    out = np.full((len(rows), width), np.nan)
+    for i, r in enumerate(rows):
+        vals = [np.nan if v is None else float(v) for v in r[:width]]
+        out[i, : len(vals)] = vals
+    return out
+
+
+def _share(rows: list[list], value) -> np.ndarray:
+    """Per row: the fraction of its list's entries equal to ``value`` (NaN for an empty list)."""
+    return np.array([np.mean([v == value for v in r]) if r else np.nan for r in rows])
+
+
+def _mean(rows: list[list]) -> np.ndarray:
+    """Per row: the mean of the list's set entries (None unset counts as 0; NaN for an empty list)."""
+    return np.array([np.mean([v or 0 for v in r]) if r else np.nan for r in rows])
+
+
+def _extents(kernels: Sequence[str], problems: Sequence[dict], attr: str, width: int) -> np.ndarray:
+    """The extents each row's block sizes (``tiles``) or reductions span, columns of the family's formulas."""
+    out = np.full((len(kernels), width), np.nan)
+    kernels = np.asarray(kernels)
+    for k in np.unique(kernels):
+        rows = np.flatnonzero(kernels == k)
+        cols = {d: np.array([problems[i][d] for i in rows], dtype=float) for d in problems[rows[0]]}
+        for j, e in enumerate(getattr(families.get(k), attr)(cols)[:width]):
+            out[rows, j] = e
+    return out
+
+
+def _grid(kernels: Sequence[str]) -> np.ndarray:
+    kernels = np.asarray(kernels)
+    out = np.zeros(len(kernels))
+    for k in np.unique(kernels):
+        out[kernels == k] = families.get(k).grid
+    return out
+
+
+def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Sequence[str]) -> tuple[list[str], np.ndarray]:
+    """(feature names, matrix) for rows of (kernel, problem, canonical config JSON)."""
+    cfg = [json.loads(c) if isinstance(c, str) else c for c in config_jsons]
+
+    def col(key):
+        return [c.get(key) for c in cfg]
+
+    def lists(key):
+        return [c.get(key) or [] for c in cfg]
+
+    blocks, red = lists("block_sizes"), lists("reduction_loops")
+    tile_ext = _extents(kernels, problems, "tiles", MAX_TILES)
+    red_ext = _extents(kernels, problems, "reductions", MAX_REDUCTIONS)
+    b = _pad(blocks, MAX_TILES)
+    tiles = np.ceil(tile_ext / b)
+    r_set = _pad(red, MAX_REDUCTIONS)
+    r_has = ~np.isnan(red_ext)
+    # an unrolled (persistent) reduction spans the whole extent in one block of the next power of two
+    r_block = np.where(np.isnan(r_set), 2.0 ** np.ceil(np.log2(red_ext)), r_set)
+    pid = np.array(col("pid_type"), dtype=object)
+    persistent = np.isin(pid, PID_TYPES[2:])
+    sm_mult = np.array([np.nan if v is None else v for v in col("num_sm_multiplier")], dtype=float)
+    maxnreg = np.array([np.nan if v is None else v for v in col("maxnreg")], dtype=float)
+    l2 = _pad(lists("l2_groupings"), 1)[:, 0]
+    orders = lists("loop_orders")
+    feats = {
+        "n_tiles": [len(x) for x in blocks], "n_reductions": r_has.sum(1),
+        "n_loops": [len(x) for x in lists("range_unroll_factors")], "n_memory_ops": [len(x) for x in lists("indexing")],
+        "n_loads": [len(x) for x in lists("load_eviction_policies")],
+        **{f"log2_block_{i}": np.log2(b[:, i]) for i in range(MAX_TILES)},
+        **{f"block_ratio_{i}": b[:, i] / tile_ext[:, i] for i in range(MAX_TILES)},
+        **{f"log2_tiles_{i}": np.log2(tiles[:, i]) for i in range(MAX_TILES)},
+        **{f"reduction_rolled_{i}": np.where(r_has[:, i], ~np.isnan(r_set[:, i]), np.nan) for i in range(MAX_REDUCTIONS)},
+        **{f"log2_reduction_block_{i}": np.log2(r_block[:, i]) for i in range(MAX_REDUCTIONS)},
+        **{f"reduction_ratio_{i}": r_block[:, i] / red_ext[:, i] for i in range(MAX_REDUCTIONS)},
+        **{f"log2_reduction_trips_{i}": np.log2(np.ceil(red_ext[:, i] / r_block[:, i])) for i in range(MAX_REDUCTIONS)},
+        # the tiles of the grid's dims (not a matmul's K, not attention's keys: loops inside a program)
+        "log2_programs": np.nansum(np.where(np.arange(MAX_TILES) < _grid(kernels)[:, None], np.log2(tiles), 0), 1),
+        "log2_tile_elems": np.nansum(np.log2(b), 1),
+        "log2_num_warps": np.log2(np.array(col("num_warps"), dtype=float)),
+        "num_stages": np.array(col("num_stages"), dtype=float),
+        **{f"pid_{p}": (pid == p).astype(float) for p in PID_TYPES},
+        "log2_num_sm_multiplier": np.where(persistent, np.log2(np.where(np.isnan(sm_mult), 1.0, sm_mult)), np.nan),
+        "maxnreg_set": ~np.isnan(maxnreg), "log2_maxnreg": np.log2(maxnreg),
+        **{f"indexing_{x}": _share(lists("indexing"), x) for x in INDEXING},
+        **{f"evict_{x}": _share(lists("load_eviction_policies"), x) for x in EVICTION},
+        "log2_l2_grouping": np.log2(l2),
+        "loop_order_swapped": np.array([float(o[0] != sorted(o[0])) if o else np.nan for o in orders]),
+        "flatten_loops": _share(lists("flatten_loops"), True),
+        "range_unroll_factor_mean": _mean(lists("range_unroll_factors")),
+        "range_num_stages_mean": _mean(lists("range_num_stages")),
+        "range_multi_buffer": _share(lists("range_multi_buffers"), True),
+        "range_flatten": _share(lists("range_flattens"), True),
+        "range_warp_specialize": _share(lists("range_warp_specializes"), True),
+        "static_range": _share(lists("static_ranges"), True),
+        "reduction_fusion": [float(bool(c.get("reduction_fusion"))) for c in cfg],
+    }
+    assert tuple(feats) == NAMES
+    with np.errstate(divide="ignore", invalid="ignore"):
+        m = np.column_stack([np.asarray(v, dtype=float) for v in feats.values()])
+    return list(NAMES), m
+
+
+def from_table(table) -> tuple[list[str], np.ndarray]:
+    """``matrix`` of a dataset table's rows (columns kernel, problem_json, config_json)."""
+    problems = [json.loads(p) for p in table["problem_json"].to_pylist()]
+    return matrix(table["kernel"].to_pylist(), problems, table["config_json"].to_pylist())
