@@ -4,7 +4,9 @@
   Triton's on-disk cache, so a crashed compiler never takes the run down) and times in one isolated worker
   process with a per-config timeout: a hang or an illegal memory access kills the worker, which is restarted, and
   the run goes on. Each config's output is checked against the torch reference (NaN-poisoned buffer, relative
-  error) before its time counts; timing flushes L2 before every repeat and reports the median. On a machine
+  error) before its time counts; it runs and times the family's bound call (``KernelFamily.bind``: what a user
+  calling the kernel again gets), flushing L2 before every repeat (GPU time, the median; the flush outlasts the
+  launch), then back to back (``eager_ms``, the per-call time an eager loop sees, launch included). On a machine
   without a GPU it runs under ``TRITON_INTERPRET=1`` on CPU tensors: correct results, meaningless times.
 * ``ReplayBenchmarker`` answers from recorded measurements: how tuners are evaluated offline and tested on CPUs.
 """
