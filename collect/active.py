@@ -62,13 +62,16 @@ def regrets(probes: list[GroupPlan], table: pa.Table, k: int = PROBE_K) -> list[
     return out
 
 
+def by_regret(ranked: list[dict]) -> list[dict]:
+    """``regrets``' rows, lowest regret first (nothing that ran in the top k: regret 0), those where nothing ran
+    (NaN) last."""
+    return sorted(ranked, key=lambda r: (math.isnan(r["regret"]), r["regret"]))
+
+
 def sweep_plan(probes: list[GroupPlan], ranked: list[dict], n: int, hw: HardwareRecord) -> list[GroupPlan]:
-    """The ``n`` probes of lowest regret (nothing that ran in the top k: regret 0, first), each over its whole
-    valid space."""
-    known = [r for r in ranked if not math.isnan(r["regret"])]
-    worst = sorted(known, key=lambda r: r["regret"])[:n]
+    """The ``n`` probes of lowest regret, each over its whole valid space."""
     out = []
-    for r in worst:
+    for r in [r for r in by_regret(ranked) if not math.isnan(r["regret"])][:n]:
         g = probes[r["index"]]
         configs = space.enumerate_valid(get_family(g.family), g.problem, g.dtype, hw)
         out.append(GroupPlan(g.family, g.problem, g.dtype, tuple(configs), True))

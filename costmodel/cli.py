@@ -230,7 +230,7 @@ def _run_plans(plan: list, hw, out: str, active: int | None, model_ref: str | No
                          ds.field("gpu") == hw.gpu)
     ranked = picking.regrets(probes, table)
     sweeps = picking.sweep_plan(probes, ranked, active, hw)
-    for r in sorted((r for r in ranked if r["regret"] == r["regret"]), key=lambda r: r["regret"])[:active]:
+    for r in picking.by_regret(ranked)[:len(sweeps)]:  # the swept ones
         err_console.print(f"sweep {r['family']} {json.dumps(r['problem'])} {r['dtype']}: the probe's best is "
                           f"{r['regret']:.3f} of the model's top {picking.PROBE_K}'s")
     _describe_plan(sweeps, hw.gpu)
@@ -238,7 +238,7 @@ def _run_plans(plan: list, hw, out: str, active: int | None, model_ref: str | No
     summary = run(sweeps, left)
     summary["active"] = {"probe_run_id": probed["run_id"], "probe_state": probed["state"], "probed_groups": len(probes),
                          "probe_counts": probed["counts"], "swept_groups": len(sweeps),
-                         "regrets": sorted(ranked, key=lambda r: (r["regret"] != r["regret"], r["regret"]))}
+                         "regrets": picking.by_regret(ranked)}
     return summary
 
 
