@@ -2,7 +2,8 @@
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
 # results under $OUT. Steps: tests bench launch collect repeat smoke tune split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
-# and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests.
+# and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
+# collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
@@ -31,13 +32,27 @@ step_bench() {
     | tee $OUT/bench_kernels.out | tail -40
 }
 step_launch() { timeout $(at_most 300 15) python3 scripts/bench_launch.py --out $OUT/bench_launch.json 2>&1 | tail -40; }
-step_collect() {
-  local t rc; t=$(left 25); echo "collect may take ${t}s"
-  rm -rf /tmp/data && cp -r data /tmp/data || return
-  timeout $t python3 -m costmodel collect --out /tmp/data --resume --json --time-budget $(( t - 45 )) "$@" \
-    > $OUT/collect.json 2> /tmp/collect.err
+collect_one() {  # collect_one SECONDS ARGS...: one collect on /tmp/data, its JSON object appended to $OUT/collect.json
+  local t=$1 rc; shift
+  echo "collect $* may take ${t}s"
+  timeout $t python3 -m costmodel collect --out /tmp/data --resume --json --time-budget $(( t - (t < 180 ? t / 4 : 45) )) \
+    "$@" < /dev/null >> $OUT/collect.json 2> /tmp/collect.err
   rc=$?
   echo "collect rc $rc"; tail -c 1500 /tmp/collect.err; tail -c 600 $OUT/collect.json
+  return $rc
+}
+step_collect() {  # with COLLECT_PLAN (a file, one collect a line: SECONDS ARGS...) each line in turn; else "$@"
+  local rc=0 secs args
+  rm -rf /tmp/data && cp -r data /tmp/data || return
+  if [ -n "${COLLECT_PLAN:-}" ]; then
+    while read -r secs args; do
+      [ -n "$secs" ] && [ "$(left 60)" -gt 0 ] || continue
+      read -r -a args <<< "$args"
+      collect_one $(at_most $secs 25) "${args[@]}" || rc=$?
+    done < "$COLLECT_PLAN"
+  else
+    collect_one $(left 25) "$@" || rc=$?
+  fi
   (cd /tmp && tar cf $OUT/data.tar data) || return
   return $rc
 }
