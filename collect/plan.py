@@ -18,26 +18,35 @@ from costmodel.kernels.base import Config, Problem
 
 
 ALIGNED_DIMS = ("M", "N", "K", "S")
-_COMPARISONS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "<": operator.lt, ">": operator.gt}
+_COMPARISONS = {"<=": operator.le, ">=": operator.ge, "==": operator.eq, "!=": operator.ne, "<": operator.lt,
+                ">": operator.gt}
 
 
 @dataclass(frozen=True)
 class DimBound:
-    """``DIM<=VALUE`` and the like: a bound on the problems a plan draws (e.g. ``M<=128`` for decode shapes)."""
+    """``DIM<=VALUE`` and the like: a bound on the problems a plan draws (e.g. ``M<=128`` for decode shapes), or on
+    a dim's remainder (``K%16!=0``): Triton specialises on divisibility by 16, so bounds on remainders keep a plan in
+    one compile class, where a whole-space sweep compiles once for all its shapes."""
 
     dim: str
     op: str
     value: int
+    modulus: int | None = None
 
     @classmethod
     def parse(cls, text: str) -> "DimBound":
-        m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(<=|>=|==|<|>)\s*(\d+)\s*", text)
+        m = re.fullmatch(r"\s*([A-Za-z_]+)\s*(?:%\s*([1-9]\d*)\s*)?(<=|>=|==|!=|<|>)\s*(\d+)\s*", text)
         if not m:
-            raise CostModelError(f"--where: bad bound {text!r}: write DIM<=VALUE (or <, >=, >, ==), e.g. M<=128")
-        return cls(m[1], m[2], int(m[3]))
+            raise CostModelError(f"--where: bad bound {text!r}: write DIM<=VALUE (or <, >=, >, ==, !=), e.g. M<=128, "
+                                 "or on a remainder, e.g. K%16!=0")
+        return cls(m[1], m[3], int(m[4]), int(m[2]) if m[2] else None)
 
     def __call__(self, problem: Problem) -> bool:
-        return _COMPARISONS[self.op](problem[self.dim], self.value)
+        v = problem[self.dim]
+        return _COMPARISONS[self.op](v % self.modulus if self.modulus else v, self.value)
+
+    def __str__(self) -> str:
+        return f"{self.dim}{'%' + str(self.modulus) if self.modulus else ''}{self.op}{self.value}"
 
 
 @dataclass(frozen=True)
@@ -54,7 +63,7 @@ def check_bounds(families: list[str], where: tuple[DimBound, ...]) -> None:
     for bound in where:
         unknown = [f for f in families if bound.dim not in get_family(f).dims]
         if unknown:
-            raise CostModelError(f"--where {bound.dim}{bound.op}{bound.value}: {', '.join(unknown)} has no dim {bound.dim}")
+            raise CostModelError(f"--where {bound}: {', '.join(unknown)} has no dim {bound.dim}")
 
 
 def _spread(total: int, parts: int) -> list[int]:

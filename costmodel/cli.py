@@ -117,7 +117,7 @@ def _describe_plan(plan: list, gpu: str) -> None:
               help="skip (group, config) pairs already in --out; --remeasure measures them again (readers keep each "
                    "pair's first measurement)")
 @click.option("--where", "bounds", multiple=True, metavar="DIM<=VALUE",
-              help="only problems within this bound (repeatable; <, <=, ==, >=, >), e.g. --where 'M<=128'")
+              help="only problems within this bound (repeatable; <, <=, ==, !=, >=, >, also on a remainder), e.g. --where 'M<=128' --where 'K%16!=0'")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
 @click.option("--time-budget", default=None, type=float, help="start no group after this many seconds")
 @click.option("--gpus", default=None, metavar="all|N",

@@ -101,11 +101,12 @@ def cold_triton_cache(base: str, scratch: str) -> str:
 
 
 def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str) -> tuple[dict, float]:
-    """`costmodel tune` as a user runs it, with an empty Triton cache: its JSON and the whole command's seconds."""
+    """`costmodel tune` as a user runs it, with an empty Triton cache: its JSON and the whole command's seconds.
+    It picks by GPU time (``--objective graph``), the time the sweep's exhaustive best is, so the two compare."""
     shape = ",".join(f"{k}={v}" for k, v in problem.items())
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", family, "--shape", shape, "--dtype",
-                           dtype, "--no-cache", "--json"], env={**os.environ, "TRITON_CACHE_DIR": triton_cache},
+                           dtype, "--objective", "graph", "--no-cache", "--json"], env={**os.environ, "TRITON_CACHE_DIR": triton_cache},
                           capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"costmodel tune failed: {proc.stderr[-2000:]}")

@@ -7,6 +7,7 @@
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
+# tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds.
 # tests runs the whole GPU suite (`-m gpu` over tests/; TEST_ARGS adds pytest arguments, TESTS_TIMEOUT caps it,
 # default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
 # Every step runs even when an earlier one failed; the job's exit status is the first failed step's (a pipeline's
@@ -62,7 +63,7 @@ step_smoke() {
   tail -c 400 $OUT/smoke.json
 }
 step_tune() {
-  timeout $(left) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 | no_json | tail -60
+  timeout $(at_most ${TUNE_TIMEOUT:-100000} 0) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 | no_json | tail -60
 }
 step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | no_json | tail -20; }
 step_split() {

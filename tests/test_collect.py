@@ -61,6 +61,18 @@ def test_where_bounds_the_planned_problems():
         DimBound.parse("M=<3")
 
 
+def test_where_on_remainders_keeps_a_plan_in_one_compile_class():
+    where = tuple(DimBound.parse(t) for t in ("M%16!=0", "N % 16 == 0", "K%16==0", "M>1"))  # and == 1: a class too
+    plan = make_plan(["matmul"], 8, 5, ["float16"], seed=3, hw=HW, where=where)
+    assert len(plan) == 8 and all(g.problem["M"] % 16 and not g.problem["N"] % 16 and not g.problem["K"] % 16
+                                  for g in plan)
+    fam, config = get_family("matmul"), plan[0].configs[0]
+    assert len({fam.compile_key(g.problem, g.dtype, config) for g in plan}) == 1  # one binary serves every shape
+    assert str(where[1]) == "N%16==0"
+    with pytest.raises(CostModelError, match="bad bound"):
+        DimBound.parse("M%0==1")
+
+
 def test_failures_are_recorded_and_the_run_goes_on():
     configs = [{"BLOCK": 16, "FAULT": f} for f in (0, 1, 2)] + [{"BLOCK": 32, "FAULT": 0}] + \
               [{"BLOCK": 16, "FAULT": f} for f in (3, 4)] + [{"BLOCK": 32, "FAULT": f} for f in (5, 6, 0)]
