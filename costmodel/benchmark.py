@@ -200,7 +200,8 @@ def _compile_one(family: str, problem: Problem, dtype: str, config: Config, hw: 
     and the binary is not loaded (the timing worker loads what this built)."""
     fam = get_family(family)
     t0 = time.perf_counter()
-    with compile_lock(family, fam.compile_key(problem, dtype, config)):  # compile_s: this process's work, not the wait
+    # compile_s: this process's work, not the wait
+    with compile_lock(family, fam.compile_key(problem, dtype, config, HardwareRecord(**hw))):
         lock_wait_s = time.perf_counter() - t0
         return {**_compile_locked(fam, problem, dtype, config, hw), "lock_wait_s": lock_wait_s}
 
@@ -241,7 +242,7 @@ class CompilePool:
         return self._pool
 
     def submit(self, fam: KernelFamily, family: str, problem: Problem, dtype: str, config: Config) -> Future:
-        key = (family, fam.compile_key(problem, dtype, config))
+        key = (family, fam.compile_key(problem, dtype, config, self.hw))
         fut = self._futures.get(key)
         if fut is None or (fut.done() and isinstance(fut.exception(), BrokenProcessPool)):
             try:

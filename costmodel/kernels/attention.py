@@ -192,7 +192,7 @@ class Attention(KernelFamily):
             return {"BLOCK_M": 128, "BLOCK_N": 64, "TMA": 0, "num_warps": 4, "num_stages": 4}
         return {"BLOCK_M": 128, "BLOCK_N": 32, "TMA": 0, "num_warps": 8, "num_stages": 3}
 
-    def compile_key(self, problem: Problem, dtype: str, config: Config) -> tuple:
+    def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
         s = problem["S"]
         return (dtype, tuple(sorted(config.items())), problem["D"], problem["CAUSAL"], s % 16 == 0, s == 1)
 

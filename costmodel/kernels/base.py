@@ -92,6 +92,11 @@ class Launch:
     zero: tuple = ()
 
 
+def int_specialisation(v: int) -> tuple[bool, bool]:
+    """What Triton keys a compiled binary on for a specialised int argument."""
+    return v % 16 == 0, v == 1
+
+
 class KernelFamily(ABC):
     """One tunable kernel family: kernels, launcher, config space, problems, reference and costs."""
 
@@ -167,10 +172,11 @@ class KernelFamily(ABC):
             raise CostModelError(f"{self.name}: config {config} is invalid for {problem} {dtype} on {hw.gpu}")
         return dict(config)
 
-    def compile_key(self, problem: Problem, dtype: str, config: Config) -> tuple:
-        """Problems with equal keys share one compiled binary for ``config`` (Triton specialises ints on
-        divisibility by 16 and on == 1; families add constexpr dims)."""
-        return (dtype, tuple(sorted(config.items())), tuple((v % 16 == 0, v == 1) for v in problem.values()))
+    def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
+        """Problems with equal keys share one compiled binary for ``config``: Triton specialises every int
+        argument not in ``do_not_specialize`` on divisibility by 16 and on == 1, so the key holds that of every
+        such argument the launch passes (families whose launches pass more than the dims add them)."""
+        return (dtype, tuple(sorted(config.items())), tuple(int_specialisation(v) for v in problem.values()))
 
     # --- running --------------------------------------------------------------------------------------
     @abstractmethod

@@ -24,7 +24,8 @@ import triton
 import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, int_specialisation,
+                                    rand_generator,
                                    resident_programs, torch_dtype)
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
@@ -289,13 +290,24 @@ class Matmul(KernelFamily):
         a, b = inputs
         return (a.float() @ b.float()) if a.device.type == "cpu" else (a @ b).float()
 
+    def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
+        """Beside the dims, the launch passes ``num_programs`` (specialised: a problem whose program count
+        differs in divisibility needs a binary of its own) and, with a split tail, tensors where else None."""
+        tiles, split_tiles, _, programs = self._schedule(problem, config, hw)
+        return (*super().compile_key(problem, dtype, config, hw), int_specialisation(programs), split_tiles > 0)
+
+    @staticmethod
+    def _schedule(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int, int, int]:
+        """(tiles, tail tiles split, parts each, programs launched) of one launch."""
+        tiles = triton.cdiv(problem["M"], config["BLOCK_M"]) * triton.cdiv(problem["N"], config["BLOCK_N"])
+        split_tiles, splits = tail_split(problem, config, hw) if config["SPLIT_TAIL"] else (0, 1)
+        return tiles, split_tiles, splits, int(programs_of({**config, "sm_count": hw.sm_count}, tiles, split_tiles))
+
     def launches(self, problem: Problem, inputs: tuple, out, config: Config, hw: HardwareRecord) -> list[Launch]:
         a, b = inputs
         M, N, K = problem["M"], problem["N"], problem["K"]
         bm, bn, bk = config["BLOCK_M"], config["BLOCK_N"], config["BLOCK_K"]
-        tiles = triton.cdiv(M, bm) * triton.cdiv(N, bn)
-        split_tiles, splits = tail_split(problem, config, hw) if config["SPLIT_TAIL"] else (0, 1)
-        programs = int(programs_of({**config, "sm_count": hw.sm_count}, tiles, split_tiles))
+        tiles, split_tiles, splits, programs = self._schedule(problem, config, hw)
         split_tail = config["SPLIT_TAIL"] if split_tiles else 0
         partials = arrivals = None
         if split_tiles:

@@ -262,7 +262,7 @@ class RowwiseFamily(KernelFamily):
                 return c
         return candidates[0]
 
-    def compile_key(self, problem: Problem, dtype: str, config: Config) -> tuple:
+    def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
         """No int argument is specialised: the binary depends on the config, on whether the row fits one block,
         and on N's alignment (contiguous rows: the strides are N)."""
         return (dtype, tuple(sorted(config.items())), config["BLOCK_N"] >= problem["N"], align_of(problem["N"]))
