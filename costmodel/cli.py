@@ -423,6 +423,18 @@ def models(as_json):
     _emit({"shipped": shipped, **registry}, as_json, table)
 
 
+def _process_age_s() -> float | None:
+    """Seconds since this process started (Linux, 10 ms resolution: /proc's clock ticks); None elsewhere."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+    return round(uptime - start_ticks / os.sysconf("SC_CLK_TCK"), 2)
+
+
 def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | None):
     """The hardware to tune for: the visible GPU, or with --predict-only the model's GPU (no GPU needed)."""
     from costmodel import hardware, model
@@ -475,11 +487,13 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only,
         raise CostModelError(f"--objective {objective}: eager or graph")
     if predict_only and (exhaustive or record):
         raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
+    since_start = {"entered": _process_age_s()}  # the whole command's time line (its exit: the caller's wall less this)
     if not predict_only:
         from costmodel.benchmark import start_process_server
 
         start_process_server()
     hw, cm = _tune_hardware(gpu, predict_only, model_ref)
+    since_start["hardware_and_model"] = _process_age_s()
     if predict_only:
         from tuner.tune import predict
 
@@ -498,9 +512,12 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only,
     from tuner.tune import tune as tune_problem
 
     with IsolatedBenchmarker(hw, compile_workers=min(k + 1, 16)) as bench:
+        since_start["benchmarker_up"] = _process_age_s()
         result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
                               cache=None if no_cache else ResultCache(), budget_s=budget_s, objective=objective)
-    out = result.as_dict()
+        since_start["tuned"] = _process_age_s()
+    since_start["benchmarker_down"] = _process_age_s()
+    out = {**result.as_dict(), "since_start_s": since_start}
     if record and not result.cached:
         out["recorded_rows"] = record_result(result, data, hw, dataset.new_run_id())
     default = result.default_latency_ms

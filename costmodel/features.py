@@ -32,7 +32,7 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 5
+FEATURE_SCHEMA_VERSION = 6
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
@@ -41,13 +41,13 @@ _FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE")
 _HW = ("sm_count", "smem_per_block", "smem_per_sm", "regs_per_sm", "l2_bytes", "mem_bandwidth_gbs",
        "max_threads_per_sm", "cc_major", "cc_minor")
 # what each family's deriver returns, per row of that family
-_DERIVED = ("tiles", "programs", "splits", "smem", "regs", "occupancy", "loop_trips", "loop_remainder", "elems_per_thread",
-            "bytes_per_tile", "flops_per_tile", "padding", "pad_rows", "pad_cols", "pad_loop", "flops", "min_bytes",
-            "tma_ok")
+_DERIVED = ("tiles", "programs", "splits", "smem", "regs", "occupancy", "loop_trips", "critical_steps", "loop_remainder",
+            "elems_per_thread", "bytes_per_tile", "flops_per_tile", "padding", "pad_rows", "pad_cols", "pad_loop", "flops",
+            "min_bytes", "tma_ok")
 # derived terms given to the model as log2, then as plain ratios
-_LOG_TERMS = ("tiles", "programs", "splits", "tiles_per_program", "waves", "loop_trips", "elems_per_thread", "bytes_per_tile",
-              "flops_per_tile", "tile_intensity", "arith_intensity", "flops", "min_bytes", "mem_time_us",
-              "bytes_over_l2")
+_LOG_TERMS = ("tiles", "programs", "splits", "tiles_per_program", "waves", "loop_trips", "critical_steps",
+              "elems_per_thread", "bytes_per_tile", "flops_per_tile", "tile_intensity", "arith_intensity", "flops",
+              "min_bytes", "mem_time_us", "bytes_over_l2")
 _RATIO_TERMS = ("occupancy", "regs", "smem_frac", "smem_over", "last_wave_fill", "tiles_over_sms", "padding", "pad_rows",
                 "pad_cols", "pad_loop", "loop_remainder", "tma_ok")
 

@@ -175,8 +175,8 @@ def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, be
         f"phases {json.dumps({k: round(v, 2) for k, v in res['phases_s'].items()})}")
     row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res["candidates"],
            "tune_wall_s": res["wall_s"], "tune_command_s": command_s, "tune_compile_s": res["compile_s"],
-           "tune_phases_s": res["phases_s"], "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"],
-           "default_ms": res["default_latency_ms"]}
+           "tune_phases_s": res["phases_s"], "tune_since_start_s": res.get("since_start_s"),
+           "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"], "default_ms": res["default_latency_ms"]}
     if reused:
         row.update({k: reused[k] for k in REUSED_FIELDS if k in reused}, sweep_reused_from=reused["date"])
         row.update(sweep_added_knobs(family, problem, dtype, hw, bench, reused, declared))

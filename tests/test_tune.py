@@ -268,6 +268,10 @@ def test_tune_reports_a_top_k_where_nothing_ran(cli, monkeypatch, tmp_path):
     code, _, stderr = cli("tune", "--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--no-cache")
     assert code == 0, stderr
     assert "none of the top 8 ran correctly" in " ".join(stderr.split())  # the table goes to stderr
+    code, stdout, stderr = cli("tune", "--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--no-cache", "--json")
+    assert code == 0, stderr
+    marks = list(json.loads(stdout)["since_start_s"].values())  # the command's time line, for its wall's parts
+    assert len(marks) == 5 and marks == sorted(marks) and marks[0] >= 0
 
 
 UNGUARDED = '''

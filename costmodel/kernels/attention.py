@@ -24,8 +24,8 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
-                                   resident_programs, torch_dtype)
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
+                                    rand_generator, resident_programs, torch_dtype)
 
 
 @triton.jit
@@ -249,6 +249,7 @@ class Attention(KernelFamily):
             "regs": regs,
             "occupancy": resident_programs(c, smem, regs),
             "loop_trips": np.ceil(kv / bn),
+            "critical_steps": busiest_sm_steps(c, tiles, np.ceil(kv / bn)),
             "loop_remainder": np.mod(S, bn) / bn,
             "elems_per_thread": elems,
             "bytes_per_tile": (2 * bm * D + 2 * kv * D) * e,

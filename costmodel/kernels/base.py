@@ -74,6 +74,14 @@ def resident_programs(c: Cols, smem, regs):
                                       np.minimum(by_regs, by_smem)))
 
 
+def busiest_sm_steps(c: Cols, tiles, loop_trips, split_tiles=0.0, parts=1.0):
+    """Loop steps of the busiest SM, the schedule's critical path: whole waves of a tile per SM, then the
+    ``split_tiles`` of a split tail in ``parts`` each. On a grid that leaves SMs idle it is what a split shortens
+    (issue 16's odd matmul: 26 tiles on 132 SMs, 128 K steps each; split in 5, about 26)."""
+    whole = np.ceil((tiles - split_tiles) / c["sm_count"])
+    return whole * loop_trips + np.where(split_tiles > 0, np.ceil(loop_trips / parts), 0.0)
+
+
 def row_cols(problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> Cols:
     """One row as ``Cols``: its dims, knobs, hardware fields and bytes per element."""
     hw_fields = {k: v for k, v in vars(hw).items() if isinstance(v, (int, float)) and not isinstance(v, bool)}

@@ -24,8 +24,8 @@ import triton
 import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, int_specialisation,
-                                    rand_generator,
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
+                                    int_specialisation, rand_generator,
                                    resident_programs, torch_dtype)
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
@@ -345,6 +345,7 @@ class Matmul(KernelFamily):
         # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
         regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
         pad_rows, pad_cols, pad_loop = np.ceil(M / bm) * bm / M, np.ceil(N / bn) * bn / N, np.ceil(K / bk) * bk / K
+        splitting = (c["SPLIT_TAIL"] > 0) & (split_tiles > 0)
         return {
             "tiles": tiles,
             "programs": programs_of(c, tiles, split_tiles),
@@ -353,6 +354,7 @@ class Matmul(KernelFamily):
             "regs": regs,
             "occupancy": resident_programs(c, smem, regs),
             "loop_trips": np.ceil(K / bk),
+            "critical_steps": busiest_sm_steps(c, tiles, np.ceil(K / bk), np.where(splitting, split_tiles, 0.0), parts),
             "loop_remainder": np.mod(K, bk) / bk,
             "elems_per_thread": acc,
             "bytes_per_tile": (bm * K + K * bn + bm * bn) * e,

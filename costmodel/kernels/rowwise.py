@@ -19,8 +19,8 @@ import triton.language as tl
 
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
-from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, rand_generator,
-                                   resident_programs, row_cols, torch_dtype)
+from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
+                                    rand_generator, resident_programs, row_cols, torch_dtype)
 
 
 @triton.jit
@@ -306,6 +306,7 @@ class RowwiseFamily(KernelFamily):
             "regs": regs,
             "occupancy": self.resident_of(c),
             "loop_trips": np.where(single, 1.0, 2 * np.ceil(N / bn)),
+            "critical_steps": busiest_sm_steps(c, tiles, np.where(single, 1.0, 2 * np.ceil(N / bn))),
             "loop_remainder": np.where(single, 0.0, np.mod(N, bn) / bn),
             "elems_per_thread": self.per_thread(c),
             # looped rows are read twice
