@@ -25,7 +25,7 @@ import triton.language as tl
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
-                                    rand_generator, resident_programs, torch_dtype)
+                                    int_specialisation, rand_generator, resident_programs, torch_dtype)
 
 
 @triton.jit
@@ -193,8 +193,7 @@ class Attention(KernelFamily):
         return {"BLOCK_M": 128, "BLOCK_N": 32, "TMA": 0, "num_warps": 8, "num_stages": 3}
 
     def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
-        s = problem["S"]
-        return (dtype, tuple(sorted(config.items())), problem["D"], problem["CAUSAL"], s % 16 == 0, s == 1)
+        return (dtype, tuple(sorted(config.items())), problem["D"], problem["CAUSAL"], *int_specialisation(problem["S"]))
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
         import torch

@@ -25,8 +25,7 @@ import triton.language as tl
 
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
-                                    int_specialisation, rand_generator,
-                                   resident_programs, torch_dtype)
+                                    int_specialisation, rand_generator, resident_programs, torch_dtype)
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
@@ -293,7 +292,7 @@ class Matmul(KernelFamily):
     def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
         """Beside the dims, the launch passes ``num_programs`` (specialised: a problem whose program count
         differs in divisibility needs a binary of its own) and, with a split tail, tensors where else None."""
-        tiles, split_tiles, _, programs = self._schedule(problem, config, hw)
+        _, split_tiles, _, programs = self._schedule(problem, config, hw)
         return (*super().compile_key(problem, dtype, config, hw), int_specialisation(programs), split_tiles > 0)
 
     @staticmethod
