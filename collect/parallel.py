@@ -178,6 +178,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
     held: list[WorkItem] = []
     stopping = False
     starved_s, measured_any = 0.0, False  # waiting for the parent with no group in hand, after the first group
+    pace = runner.Pace()
     with IsolatedBenchmarker(hw, device=opts.device, timeout_s=opts.timeout_s, seed=opts.seed,
                              compile_workers=opts.compile_workers) as bench:
         recorder = runner.GroupRecorder(bench, hw, run_id)
@@ -205,11 +206,13 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
                 while conn.poll():
                     take(conn.recv())
                 item = held.pop(runner.next_ready(bench, held))
-                if opts.past_deadline():
+                if not pace.ends_by(opts.deadline, len(item.todo)):
                     conn.send(("skipped", item.index))
                     continue
                 conn.send(("start", item.index))
+                pace.begin()
                 conn.send(("measured", item.index, *measure_item(item, recorder, writer, out), stats()))
+                pace.measured(len(item.todo))
                 measured_any = True
                 report()
         except (KeyboardInterrupt, EOFError, BrokenPipeError):

@@ -83,6 +83,33 @@ def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
     return items
 
 
+class Pace:
+    """This process's wall seconds per measured config since its first group started, and from it whether a
+    group of ``n`` configs would end by a deadline (``time.time()``). A group is published whole or not at all, so
+    one started near the deadline ran past --time-budget, and a caller's timeout then killed it with its work
+    (session 8: a 1,832-config matmul sweep, started before its run's budget ended, was still being timed when
+    the device call's timeout killed the run). Before the first
+    group ends there is no rate, and a group starts while the deadline is not past."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.configs = 0
+
+    def ends_by(self, deadline: float | None, n: int) -> bool:
+        now = time.time()
+        if deadline is None:
+            return True
+        if not self.configs:
+            return now <= deadline
+        return now + n * (now - self.started) / self.configs <= deadline
+
+    def begin(self) -> None:
+        self.started = time.time() if self.started is None else self.started
+
+    def measured(self, n: int) -> None:
+        self.configs += n
+
+
 def next_ready(bench: Benchmarker, items: list[WorkItem]) -> int:
     """Index into ``items`` of the first group whose configs are all compiled (so the GPU never waits on the
     compile pool while another group is ready; a whole-space group needs many compiles), else 0."""
@@ -218,24 +245,27 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
              resume: bool = False, seed: int = 0, console: Console | None = None, flush_rows: int = 2000,
              time_budget_s: float | None = None) -> dict:
     """Measure every (group, config) of ``plan`` not already in ``out`` (with ``resume``); returns the run
-    summary, also written as ``<out>/_manifests/<run_id>.json``. With ``time_budget_s`` no group starts after
-    that many seconds (state "budget"; --resume carries on later)."""
+    summary, also written as ``<out>/_manifests/<run_id>.json``. With ``time_budget_s`` no group starts that
+    this run's pace says would end after that many seconds (``Pace``; state "budget"; --resume carries on later)."""
     recorder = GroupRecorder(bench, hw, run_id)
     items = plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
     for w in items:
         bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
     writer = dataset.ShardWriter(out, run_id, flush_rows)
-    t0, state = time.perf_counter(), "complete"
+    t0, state, pace = time.perf_counter(), "complete", Pace()
+    deadline = None if time_budget_s is None else time.time() + time_budget_s
     pending = list(items)
     try:
         with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
             while pending:
                 w = pending.pop(next_ready(bench, pending))
-                if time_budget_s is not None and time.perf_counter() - t0 > time_budget_s:
-                    state = "budget"
-                    break
+                if not pace.ends_by(deadline, len(w.todo)):
+                    state = "budget"  # a smaller group further on may still fit
+                    continue
                 view.describe(w.describe())
+                pace.begin()
                 ms, rows = recorder.measure(w)
+                pace.measured(len(w.todo))
                 writer.add(hw.gpu, w.group.family, rows)
                 view.update(recorder.counts, best_ms(ms))
         writer.flush()

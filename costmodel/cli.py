@@ -119,7 +119,7 @@ def _describe_plan(plan: list, gpu: str) -> None:
 @click.option("--where", "bounds", multiple=True, metavar="DIM<=VALUE",
               help="only problems within this bound (repeatable; <, <=, ==, !=, >=, >, also on a remainder), e.g. --where 'M<=128' --where 'K%16!=0'")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
-@click.option("--time-budget", default=None, type=float, help="start no group after this many seconds")
+@click.option("--time-budget", default=None, type=float, help="seconds: start no group that, at the pace of the groups measured so far, would end after them")
 @click.option("--gpus", default=None, metavar="all|N",
               help="one worker process per GPU, all visible or the first N (N CPU workers under TRITON_INTERPRET=1)")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",

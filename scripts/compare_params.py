@@ -28,7 +28,17 @@ def main(data: str, gpu: str, split: str, specs: tuple[str, ...]) -> None:
         print(json.dumps({"params": json.loads(spec), "split": split, "groups": s["groups"],
                           "trees": fit_info.get("trees"), "top1": round(s["top1_score"], 4),
                           "top8": round(s["top8_score"], 4), "p10_top8": round(s["p10_top8_score"], 4),
-                          "matmul_top8": round(s["per_kernel"]["matmul"]["top8_score"], 4)}), flush=True)
+                          "matmul_top8": round(s["per_kernel"]["matmul"]["top8_score"], 4),
+                          **{k: _round(s.get(k)) for k in EXHAUSTIVE},
+                          "matmul_top8_exhaustive": _round(s["per_kernel"]["matmul"].get("top8_exhaustive"))}),
+              flush=True)
+
+
+EXHAUSTIVE = ("exhaustive_groups", "top1_exhaustive", "top8_exhaustive", "p10_top8_exhaustive", "min_top8_exhaustive")
+
+
+def _round(v):
+    return round(v, 4) if isinstance(v, float) else v
 
 
 if __name__ == "__main__":

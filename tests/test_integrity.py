@@ -122,6 +122,38 @@ def test_a_run_ended_by_an_error_says_failed_and_counts_only_what_it_published(t
     assert_manifest_tells_the_truth(out, m)
 
 
+def test_a_group_the_pace_says_would_end_past_the_budget_is_not_started(tmp_path, data_root, monkeypatch):
+    """Replayed H200 groups of 4, 40 and 4 configs on a clock that advances 0.5 s a config: after the first
+    group (2 s) the 40-config group would end at 22 s, past the 10 s budget, and is skipped; the last one fits.
+    Before, a group started whenever the budget was not yet spent, and ran on past it."""
+    import collect.runner
+
+    t = dataset.read(data_root, filter=(pc.field("kernel") == "matmul") & ~pc.field("exhaustive"))
+    gids = sorted(set(t["group_id"].to_pylist()))[:3]
+    plan = []
+    for gid, n in zip(gids, (4, 40, 4)):
+        g = t.filter(pc.equal(t["group_id"], gid))
+        configs = tuple(json.loads(c) for c in g["config_json"].to_pylist()[:n])
+        plan.append(GroupPlan("matmul", json.loads(g["problem_json"][0].as_py()), g["dtype"][0].as_py(), configs,
+                              False))
+    clock = [1000.0]
+    bench = ReplayBenchmarker(t)
+    replay = bench.measure
+
+    def measure(family, problem, dtype, configs):
+        clock[0] += 0.5 * len(configs)
+        return replay(family, problem, dtype, configs)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(collect.runner.time, "time", lambda: clock[0])
+    out = tmp_path / "data"
+    m = run_plan(plan, out, bench, H200, run_id="r1", time_budget_s=10.0)
+    assert m["state"] == "budget" and m["groups_measured"] == 2 and m["measured"] == 8
+    measured = set(dataset.read(out)["group_id"].to_pylist())
+    assert len(measured) == 2 and clock[0] == 1004.0
+    assert_manifest_tells_the_truth(out, m)
+
+
 # --- 8: a plan sweeps no more groups than asked -----------------------------------------------------------------
 
 def test_exhaustive_groups_are_the_share_rounded_down():
