@@ -127,7 +127,7 @@ def _describe_plan(plan: list, gpu: str) -> None:
                    "GPU=1, one GPU each); --out may then be a pyarrow filesystem URI (s3://bucket/data)")
 @click.option("--active", default=None, type=int, metavar="N",
               help="probe --groups shapes with the model's top 8, 8 random configs and the default, then measure "
-                   "the N the model got most wrong over their whole valid space")
+                   "the N the model got most wrong over their whole valid space (0: probe only)")
 @click.option("--model", "model_ref", default=None, help="with --active: the model that ranks (default: the shipped one)")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
@@ -153,8 +153,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     check_bounds(names, where)  # bad input, before anything asks for a GPU
     if "://" in out and not dask_address:
         raise CostModelError(f"--out {out}: a filesystem URI needs --dask (locally, pass a path)")
-    if active is not None and (active < 1 or "://" in out):
-        raise CostModelError("--active N: N >= 1 groups to sweep, and --out a local path (the probe is read back)")
+    if active is not None and (active < 0 or "://" in out):
+        raise CostModelError("--active N: N >= 0 groups to sweep (0: probe only), and --out a local path (the probe "
+                             "is read back)")
     if model_ref and active is None:
         raise CostModelError("--model ranks the probe of --active: pass --active N")
 
@@ -196,7 +197,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
                 summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_plan(
                     p, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
                     time_budget_s=budget))
-    summary.pop("plan")
+    summary.pop("plan", None)  # the probe run of --active 0 had it taken already
     if summary.get("skipped_already_measured"):
         err_console.print(f"skipped {summary['skipped_already_measured']} pairs already in {out} (--remeasure "
                           "measures them again)")
@@ -233,9 +234,12 @@ def _run_plans(plan: list, hw, out: str, active: int | None, model_ref: str | No
     for r in picking.by_regret(ranked)[:len(sweeps)]:  # the swept ones
         err_console.print(f"sweep {r['family']} {json.dumps(r['problem'])} {r['dtype']}: the probe's best is "
                           f"{r['regret']:.3f} of the model's top {picking.PROBE_K}'s")
-    _describe_plan(sweeps, hw.gpu)
-    left = None if budget is None else max(0.0, budget - (time.perf_counter() - t0))
-    summary = run(sweeps, left)
+    if sweeps:
+        _describe_plan(sweeps, hw.gpu)
+        left = None if budget is None else max(0.0, budget - (time.perf_counter() - t0))
+        summary = run(sweeps, left)
+    else:  # --active 0: the probes are the data (they stay in training; most swept shapes are held out)
+        summary = probed
     summary["active"] = {"probe_run_id": probed["run_id"], "probe_state": probed["state"], "probed_groups": len(probes),
                          "probe_counts": probed["counts"], "swept_groups": len(sweeps),
                          "regrets": picking.by_regret(ranked)}

@@ -117,7 +117,13 @@ def test_collect_active_cli(cli, tmp_path):
     worst = s["active"]["regrets"][0]
     assert worst["regret"] == min(r["regret"] for r in s["active"]["regrets"])
     assert f"sweep rmsnorm {json.dumps(worst['problem'])} {worst['dtype']}" in err
-    code, _, err = cli("collect", "--kernel", "softmax", "--active", "0", "--out", str(tmp_path / "e"))
+    code, out, err = cli("collect", "--kernel", "rmsnorm", "--groups", "2", "--where", "M<=16", "--where", "N<=1024",
+                         "--active", "0", "--model", "nvidia-h200", "--out", str(tmp_path / "p"), "--json")
+    assert code == 0, err
+    s = json.loads(out)  # probe only: its run is the summary, nothing swept
+    assert s["run_id"] == s["active"]["probe_run_id"] and s["active"]["swept_groups"] == 0
+    assert s["exhaustive_groups"] == 0 and s["counts"]["ok"] > 0 and "sweep rmsnorm" not in err
+    code, _, err = cli("collect", "--kernel", "softmax", "--active", "-1", "--out", str(tmp_path / "e"))
     assert code == 2 and "--active N" in err and err.count("\n") == 1
     code, _, err = cli("collect", "--kernel", "softmax", "--model", "nvidia-h200", "--out", str(tmp_path / "e"))
     assert code == 2 and "pass --active" in err
