@@ -1,0 +1,59 @@
+"""H200, issue 17: how far the matmul family's space is from cuBLAS on the shapes the issue names.
+
+For each shape of ``costmodel.benchmarks.KERNEL_GAP`` (and 5120^3 fp16, the aligned control): every valid config
+timed by the collector's benchmarker (checked against torch first), then the space's best config against
+torch.matmul with ``benchlib.against_torch``: do_bench (L2 flushed), eager per call and CUDA-graph time, each in
+alternating rounds, all in this one call. In a row, ``tune_config`` is the config raced (the space's best here).
+Rows are appended to --out as each shape is done, so a call cut short keeps what it did. Usage on a GPU host:
+
+    PYTHONPATH=. python3 scripts/bench_matmul_gap.py [--only 0,5] [--out bench_matmul_gap.jsonl]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import click
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from benchlib import against_torch, log, time_all  # noqa: E402
+
+from costmodel import benchmarks, hardware, space  # noqa: E402
+from costmodel.benchmark import IsolatedBenchmarker  # noqa: E402
+from costmodel.kernels import get_family  # noqa: E402
+
+CONTROL = ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "float16")  # issue 17: stays >= 0.98x torch.matmul
+SHAPES = [*benchmarks.KERNEL_GAP, CONTROL]
+
+
+def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
+    configs = space.enumerate_valid(get_family("matmul"), problem, dtype, hw)
+    ms = time_all("matmul", problem, dtype, configs, bench, "configs")
+    ok = [m for m in ms if m.ok]
+    best = min(ok, key=lambda m: m.latency_ms)
+    return {"problem": problem, "dtype": dtype, "valid": len(configs), "ok": len(ok), "best_ms": best.latency_ms,
+            "best_config": best.config, "statuses": {s: sum(m.status == s for m in ms) for s in {m.status for m in ms}},
+            **against_torch(problem, dtype, best.config, hw)}
+
+
+@click.command()
+@click.option("--only", default="", help="comma-separated indices into the shapes (default: all)")
+@click.option("--out", default="bench_matmul_gap.jsonl", show_default=True, help="rows are appended here")
+def main(only: str, out: str) -> None:
+    chosen = [SHAPES[int(i)] for i in only.split(",")] if only else SHAPES
+    hw = hardware.current()
+    with IsolatedBenchmarker(hw) as bench, open(out, "a") as sink:
+        for _, problem, dtype in chosen:
+            log(f"matmul {problem} {dtype}")
+            row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), **measure_shape(problem, dtype, hw, bench)}
+            log(f"best of the space {row['best_ms']:.4f} ms; against torch.matmul {row['tune_vs_torch']:.3f} "
+                f"(eager {row['tune_vs_torch_eager']:.3f}, graph {row['tune_vs_torch_graph']:.3f})")
+            sink.write(json.dumps(row, default=str) + "\n")
+            sink.flush()
+
+
+if __name__ == "__main__":
+    main()
