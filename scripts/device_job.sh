@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat smoke tune gap split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat smoke tune gap ncu split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
-# tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds; gap bench_matmul_gap.py (GAP_ARGS, GAP_TIMEOUT).
+# tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds; gap bench_matmul_gap.py (GAP_ARGS,
+# GAP_TIMEOUT); ncu, after gap, ncu_matmul.py on its rows (NCU_ARGS, NCU_TIMEOUT).
 # tests runs the whole GPU suite (`-m gpu` over tests/; TEST_ARGS adds pytest arguments, TESTS_TIMEOUT caps it,
 # default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
 # Every step runs even when an earlier one failed; the job's exit status is the first failed step's (a pipeline's
@@ -68,6 +69,10 @@ step_tune() {
 step_gap() {
   timeout $(at_most ${GAP_TIMEOUT:-100000} 15) python3 scripts/bench_matmul_gap.py --out $OUT/bench_matmul_gap.jsonl \
     ${GAP_ARGS:-} 2>&1 | tail -40
+}
+step_ncu() {  # after gap: Nsight Compute on its best configs and on cuBLAS
+  timeout $(at_most ${NCU_TIMEOUT:-100000} 15) python3 scripts/ncu_matmul.py --rows $OUT/bench_matmul_gap.jsonl \
+    --out $OUT/ncu_matmul.json ${NCU_ARGS:-} 2>&1 | tail -30
 }
 step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | no_json | tail -20; }
 step_split() {
