@@ -374,16 +374,28 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
                        compile_s=first_s, eager_ms=time_eager(call, device, timing["budget_ms"]), **regs)
 
 
-def _measure_helion(fam, dtype, config, args, ref, device, timing) -> Measurement:
-    """One Helion config, as Helion compiles and runs it (the kernel with this one config: its first call compiles
-    it; under HELION_INTERPRET=1 it runs the kernel eagerly and the config is ignored), checked against the
-    reference before the same timing as a Triton family's. Helion allocates its output, so it is not NaN-poisoned."""
+def _helion_call(fam, bound, config, args):
+    """``config`` of the bound Helion kernel as a call: compiled by Helion's own path for it (``compile_config``,
+    what Helion's autotuner times); in Helion's reference mode (HELION_INTERPRET=1), where no code is generated,
+    the kernel with this one config, which runs it eagerly in torch (the config ignored)."""
     import helion
+    from helion.runtime.ref_mode import RefMode
+
+    cfg = helion.Config(**config)
+    if bound.kernel.settings.ref_mode != RefMode.OFF:
+        return functools.partial(fam.with_settings((cfg,)).bind(args), *args)
+    return functools.partial(bound.compile_config(cfg), *args)
+
+
+def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Measurement:
+    """One Helion config, compiled (``_helion_call``) and checked against the reference before the same timing as
+    a Triton family's; compile_s covers the compile and the first call. Helion allocates its output, so it is not
+    NaN-poisoned."""
     import torch
 
     t0 = time.perf_counter()
-    bound = fam.with_settings((helion.Config(**config),)).bind(args)
-    result = bound(*args)
+    call = _helion_call(fam, bound, config, args)
+    result = call()
     if device != "cpu":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
@@ -391,7 +403,6 @@ def _measure_helion(fam, dtype, config, args, ref, device, timing) -> Measuremen
     if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
         return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
                            compile_s=first_s)
-    call = functools.partial(bound, *args)
     times, reps = time_callable(call, device, **timing)
     return Measurement(config, "ok", latency_ms=_quantile(times, 0.5), p20_ms=_quantile(times, 0.2),
                        p80_ms=_quantile(times, 0.8), min_ms=min(times), reps=reps, rel_err=rel_err,
@@ -407,7 +418,8 @@ def _group_measurer(family: str, problem: Problem, dtype: str, hw: HardwareRecor
         hfam = helion_families.get(family)
         inputs = hfam.make_inputs(problem, dtype, device, seed=seed)
         ref, args = hfam.reference(problem, inputs), hfam.args(problem, inputs)
-        return lambda config: _measure_helion(hfam, dtype, config, args, ref, device, timing)
+        bound = hfam.helion_kernel().bind(args)  # traced once for the group, each config compiled from it
+        return lambda config: _measure_helion(hfam, dtype, config, bound, args, ref, device, timing)
     fam = get_family(family)
     inputs = fam.make_inputs(problem, dtype, device, seed=seed)
     ref = fam.reference(problem, inputs)

@@ -105,7 +105,8 @@ def _describe_plan(plan: list, gpu: str) -> None:
 
 
 @main.command()
-@click.option("--kernel", "kernels_", default="all", show_default=True, help="families, comma-separated, or all; helion:<name> for a Helion kernel")
+@click.option("--kernel", "kernels_", default="all", show_default=True,
+              help="families, comma-separated, or all; helion:<name> for a Helion kernel")
 @click.option("--groups", default=50, show_default=True, help="groups (family, problem, dtype) to measure")
 @click.option("--configs-per-group", default=100, show_default=True)
 @click.option("--exhaustive-share", default=0.1, show_default=True,
@@ -140,9 +141,8 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     from costmodel.dataset import new_run_id
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker, interpreting
-    from costmodel.kernels import family_names, get_family
-
     from costmodel.helion import families as helion_families
+    from costmodel.kernels import family_names, get_family
 
     names = family_names() if kernels_ == "all" else [k.strip() for k in kernels_.split(",")]
     for n in names:
