@@ -64,7 +64,8 @@ class HelionFamily:
         Read from the file, so helion is not imported."""
         import hashlib
 
-        return hashlib.sha256(f"{_kernel_source(self.name)}\nhelion {version or _installed()}".encode()).hexdigest()[:16]
+        text = f"{_kernel_source(self.name)}\nhelion {version or _installed()}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
 
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         """``n`` realistic problems, none a benchmark's (costmodel/benchmarks.py, under the twin's name)."""
