@@ -29,22 +29,24 @@ def test_shards_before_the_column_read_with_null_helion_version(data_root):
 
 
 def test_triton_rows_written_now_carry_no_helion_version(data_root, tmp_path):
-    """Real rows of a Triton group, written again through measurement_rows: helion_version stays null."""
+    """Real rows of a Triton group, written again (as the GPU's, to a scratch dataset) through measurement_rows:
+    helion_version stays null."""
     from costmodel.benchmark import Measurement
-    from costmodel.hardware import INTERPRETER
 
     shards = sorted(data_root.glob("gpu=*/kernel=*/part-*.parquet"))
     if not shards:
         pytest.skip(f"no shards under {data_root}")
     r = pq.read_table(shards[0]).slice(0, 3).to_pylist()
-    family = shards[0].parent.name.split("=", 1)[1]
+    family, gpu = (d.name.split("=", 1)[1] for d in (shards[0].parent, shards[0].parent.parent))
+    hw = dataset.hw_from_row({**r[0], "gpu": gpu})
     ms = [Measurement(json.loads(x["config_json"]), x["status"], latency_ms=x["latency_ms"]) for x in r]
-    rows = dataset.measurement_rows(INTERPRETER, {"triton_version": "x"}, "run", family, r[0]["source_hash"],
+    software = {k: r[0][k] for k in ("triton_version", "torch_version", "cuda_version", "driver_version")}
+    rows = dataset.measurement_rows(hw, software, "run", family, r[0]["source_hash"],
                                     r[0]["group_id"], False, json.loads(r[0]["problem_json"]), r[0]["dtype"], ms)
-    dataset.write_shard(tmp_path, INTERPRETER.gpu, family, "run", rows)
+    dataset.write_shard(tmp_path, gpu, family, "run", rows)
     t = dataset.read(tmp_path, ["helion_version", "triton_version"])
     assert t.num_rows == len(r) and t["helion_version"].null_count == t.num_rows
-    assert set(t["triton_version"].to_pylist()) == {"x"}
+    assert set(t["triton_version"].to_pylist()) == {software["triton_version"]}
 
 
 def test_helion_group_identity_covers_source_and_version():
