@@ -104,3 +104,20 @@ def test_collect_helion_kernel_under_interpreter(tmp_path):
     # the same plan again measures nothing: every (group, config) is already there
     again = _collect(out)
     assert again["measured"] == 0 and again["skipped_already_measured"] == 6
+
+
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+def test_helion_configs_compile_by_helion_under_triton_interpreter():
+    """The GPU's path on a CPU: each config compiled by Helion's compile_config (the suite runs under
+    TRITON_INTERPRET=1, so Triton's interpreter runs the generated code), checked, timed, in the isolated worker."""
+    from costmodel.benchmark import IsolatedBenchmarker
+    from costmodel.hardware import INTERPRETER
+
+    assert os.environ.get("TRITON_INTERPRET") == "1" and "HELION_INTERPRET" not in os.environ
+    fam, problem = families.get("swiglu"), {"M": 37, "N": 96}
+    configs = families.candidates(fam.bind(problem, "float16")[0], 3, seed=0)
+    with IsolatedBenchmarker(INTERPRETER, device="cpu", timeout_s=120) as bench:
+        ms = bench.measure(fam.kernel, problem, "float16", configs)
+    assert [m.status for m in ms] == ["ok"] * 3, [m.error for m in ms]
+    assert [m.config for m in ms] == configs
+    assert all(0 <= m.rel_err <= fam.tolerance["float16"] and m.latency_ms > 0 and m.compile_s > 0 for m in ms)
