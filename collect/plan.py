@@ -12,6 +12,7 @@ import numpy as np
 
 from costmodel import benchmarks, space
 from costmodel.errors import CostModelError
+from costmodel.helion import families as helion_families
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
@@ -61,9 +62,46 @@ class GroupPlan:
 def check_bounds(families: list[str], where: tuple[DimBound, ...]) -> None:
     """Every bound names a dim of every family (a bound on a dim a family lacks is a typo, not an empty plan)."""
     for bound in where:
-        unknown = [f for f in families if bound.dim not in get_family(f).dims]
+        unknown = [f for f in families if bound.dim not in _family(f).dims]
         if unknown:
             raise CostModelError(f"--where {bound}: {', '.join(unknown)} has no dim {bound.dim}")
+
+
+def _family(name: str):
+    return helion_families.get(name) if helion_families.is_helion(name) else get_family(name)
+
+
+# configs of a Helion group measured as its ground truth: a random population of the spec, as large as Helion's
+# own full-effort search measures (about 780-840 configs; issue 18)
+HELION_SWEEP = 1000
+
+
+def helion_plan(name: str, n: int, n_exhaustive: int, configs_per_group: int, dtypes: list[str] | None,
+                rng: np.random.Generator, seed: int, where: tuple[DimBound, ...], device: str) -> list[GroupPlan]:
+    """``n`` groups of the Helion kernel ``name``: problems from its family (none a benchmark's), configs from
+    ``families.candidates`` of the kernel bound on ``device`` (Helion's default first, then its seed configs and
+    a random population); ``n_exhaustive`` of them, spread out, take a population of ``HELION_SWEEP``."""
+    fam = helion_families.get(name)
+    kinds = [d for d in (dtypes or fam.dtypes) if d in fam.dtypes]
+    if not kinds or n == 0:
+        return []
+    problems = [p for p in fam.problems(rng, n * (40 if where else 4)) if all(b(p) for b in where)]
+    stride = max(1, n // n_exhaustive) if n_exhaustive else 0
+    plan: list[GroupPlan] = []
+    seen: set[tuple] = set()
+    for problem in problems:
+        i = len(plan)
+        if i == n:
+            break
+        dtype = kinds[i % len(kinds)]
+        if (tuple(problem.items()), dtype) in seen:
+            continue
+        seen.add((tuple(problem.items()), dtype))
+        exhaustive = bool(stride) and i % stride == 0 and i // stride < n_exhaustive
+        bound, _ = fam.bind(problem, dtype, device, seed)
+        configs = helion_families.candidates(bound, HELION_SWEEP if exhaustive else configs_per_group, seed + i)
+        plan.append(GroupPlan(fam.kernel, problem, dtype, tuple(configs), exhaustive))
+    return plan
 
 
 def _spread(total: int, parts: int) -> list[int]:
@@ -73,14 +111,15 @@ def _spread(total: int, parts: int) -> list[int]:
 
 def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes: list[str] | None, seed: int,
               hw: HardwareRecord, exhaustive_share: float = 0.1, pool_size: int = 240,
-              where: tuple[DimBound, ...] = ()) -> list[GroupPlan]:
+              where: tuple[DimBound, ...] = (), device: str = "cuda") -> list[GroupPlan]:
     """``n_groups`` groups spread evenly over ``families``. ``exhaustive_share`` of them, rounded down, are
     measured over the whole valid space, as ground truth for evaluation (spread over the families as the groups
     are): rounding down, a plan never sweeps more than asked, so ``--groups 1 --configs-per-group 2`` measures
     2 configs. The others measure the family default plus configs drawn from a seeded pool per (family, dtype):
     drawing from a pool rather than the whole space lets one compiled binary serve many shapes, which is what
     makes collection fast. ``where`` keeps only the problems within every bound (drawn from the family's usual
-    mix, so the plan aims at a region of it)."""
+    mix, so the plan aims at a region of it). Helion kernels (``helion:<name>``) are planned by ``helion_plan``,
+    their candidates bound on ``device``."""
     check_bounds(families, where)
     if not 0 <= exhaustive_share <= 1:
         raise CostModelError(f"--exhaustive-share {exhaustive_share}: a share of the groups, from 0 to 1")
@@ -90,6 +129,10 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
     # the epsilon keeps a share exact in decimal (0.1 of 30) from flooring one short in binary
     per_family_exhaustive = _spread(math.floor(exhaustive_share * n_groups + 1e-9), len(families))
     for name, n, n_exhaustive in zip(families, per_family, per_family_exhaustive):
+        if helion_families.is_helion(name):
+            per_family_plans.append(helion_plan(name, n, n_exhaustive, configs_per_group, dtypes, rng, seed, where,
+                                                device))
+            continue
         fam = get_family(name)
         kinds = [d for d in (dtypes or fam.dtypes) if d in fam.dtypes]
         if not kinds or n == 0:

@@ -82,7 +82,8 @@ def compile_ahead(bench: Benchmarker, family: str, problem: Problem, dtype: str,
 
 
 def interpreting() -> bool:
-    return os.environ.get("TRITON_INTERPRET") == "1"
+    """Kernels run on CPU tensors: Triton's interpreter, or Helion's reference mode (eager torch, configs ignored)."""
+    return os.environ.get("TRITON_INTERPRET") == "1" or os.environ.get("HELION_INTERPRET") == "1"
 
 
 def classify(exc: BaseException) -> str:
@@ -373,6 +374,59 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
                        compile_s=first_s, eager_ms=time_eager(call, device, timing["budget_ms"]), **regs)
 
 
+def _helion_call(fam, bound, config, args):
+    """``config`` of the bound Helion kernel as a call: compiled by Helion's own path for it (``compile_config``,
+    what Helion's autotuner times); in Helion's reference mode (HELION_INTERPRET=1), where no code is generated,
+    the kernel with this one config, which runs it eagerly in torch (the config ignored)."""
+    import helion
+    from helion.runtime.ref_mode import RefMode
+
+    cfg = helion.Config(**config)
+    if bound.kernel.settings.ref_mode != RefMode.OFF:
+        return functools.partial(fam.with_settings((cfg,)).bind(args), *args)
+    return functools.partial(bound.compile_config(cfg), *args)
+
+
+def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Measurement:
+    """One Helion config, compiled (``_helion_call``) and checked against the reference before the same timing as
+    a Triton family's; compile_s covers the compile and the first call. Helion allocates its output, so it is not
+    NaN-poisoned."""
+    import torch
+
+    t0 = time.perf_counter()
+    call = _helion_call(fam, bound, config, args)
+    result = call()
+    if device != "cpu":
+        torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    rel_err = float(((result.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+    if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
+        return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
+                           compile_s=first_s)
+    times, reps = time_callable(call, device, **timing)
+    return Measurement(config, "ok", latency_ms=_quantile(times, 0.5), p20_ms=_quantile(times, 0.2),
+                       p80_ms=_quantile(times, 0.8), min_ms=min(times), reps=reps, rel_err=rel_err,
+                       compile_s=first_s, eager_ms=time_eager(call, device, timing["budget_ms"]))
+
+
+def _group_measurer(family: str, problem: Problem, dtype: str, hw: HardwareRecord, device: str, timing: dict,
+                    seed: int):
+    """A function measuring one config of the group: its inputs and reference made once."""
+    from costmodel.helion import families as helion_families
+
+    if helion_families.is_helion(family):
+        hfam = helion_families.get(family)
+        inputs = hfam.make_inputs(problem, dtype, device, seed=seed)
+        ref, args = hfam.reference(problem, inputs), hfam.args(problem, inputs)
+        bound = hfam.helion_kernel().bind(args)  # traced once for the group, each config compiled from it
+        return lambda config: _measure_helion(hfam, dtype, config, bound, args, ref, device, timing)
+    fam = get_family(family)
+    inputs = fam.make_inputs(problem, dtype, device, seed=seed)
+    ref = fam.reference(problem, inputs)
+    out = fam.make_output(problem, dtype, device)
+    return lambda config: _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing)
+
+
 def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
     """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed)."""
     import torch
@@ -385,21 +439,18 @@ def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
         if msg[0] == "stop":
             return
         _, family, problem, dtype, items, hw_dict, seed = msg
-        fam, hw = get_family(family), HardwareRecord(**hw_dict)
-        inputs = fam.make_inputs(problem, dtype, device, seed=seed)
-        ref = fam.reference(problem, inputs)
-        out = fam.make_output(problem, dtype, device)
+        measure = _group_measurer(family, problem, dtype, HardwareRecord(**hw_dict), device, timing, seed)
         for idx, config in items:
             conn.send(("start", idx))
             try:
-                m = _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing)
+                m = measure(config)
             except Exception as e:  # noqa: BLE001
                 m = Measurement(config, classify(e), error=f"{type(e).__name__}: {e}"[:500])
                 if "CUDA" in str(e):  # a CUDA error poisons the context for every later launch: start afresh
                     conn.send(("result", idx, asdict(m)))
                     os._exit(3)
             conn.send(("result", idx, asdict(m)))
-        del inputs, ref, out
+        del measure  # the group's inputs, reference and output
         if device != "cpu":
             torch.cuda.empty_cache()
         conn.send(("done",))
@@ -475,27 +526,34 @@ class IsolatedBenchmarker:
         and start the timing worker so that its CUDA set-up overlaps the compiles."""
         if self._proc is None or not self._proc.is_alive():
             self._start()
-        if self.pool:
+        if self._pooled(family):
             fam = get_family(family)
             for c in configs:
                 self.pool.submit(fam, family, problem, dtype, c)
 
     def ready(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> bool:
         """Whether every config is compiled (or failed to), so measuring it would not wait on the pool."""
-        if not self.pool:
+        if not self._pooled(family):
             return True
         fam = get_family(family)
         return all(self.pool.submit(fam, family, problem, dtype, c).done() for c in configs)
 
+    def _pooled(self, family: str) -> bool:
+        """Whether ``family``'s configs compile in the pool: Triton families' (a Helion config compiles at its
+        first call, in the timing worker)."""
+        from costmodel.helion.families import is_helion
+
+        return self.pool is not None and not is_helion(family)
+
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
-        fam = get_family(family)
+        fam = None if not self._pooled(family) else get_family(family)
         self.prefetch(family, problem, dtype, configs)  # every compile queued before the first is awaited
         results: list[Measurement | None] = [None] * len(configs)
         compile_s: dict[int, float] = {}
         todo = []
         t0 = time.perf_counter()
         for i, c in enumerate(configs):
-            info = self.pool.result(self.pool.submit(fam, family, problem, dtype, c)) if self.pool else None
+            info = self.pool.result(self.pool.submit(fam, family, problem, dtype, c)) if fam else None
             if info is not None and info["status"] != "ok":
                 results[i] = Measurement(c, info["status"], compile_s=info["compile_s"], error=info.get("error"))
             else:

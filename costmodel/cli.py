@@ -105,7 +105,8 @@ def _describe_plan(plan: list, gpu: str) -> None:
 
 
 @main.command()
-@click.option("--kernel", "kernels_", default="all", show_default=True, help="families, comma-separated, or all")
+@click.option("--kernel", "kernels_", default="all", show_default=True,
+              help="families, comma-separated, or all; helion:<name> for a Helion kernel")
 @click.option("--groups", default=50, show_default=True, help="groups (family, problem, dtype) to measure")
 @click.option("--configs-per-group", default=100, show_default=True)
 @click.option("--exhaustive-share", default=0.1, show_default=True,
@@ -140,11 +141,15 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     from costmodel.dataset import new_run_id
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker, interpreting
+    from costmodel.helion import families as helion_families
     from costmodel.kernels import family_names, get_family
 
     names = family_names() if kernels_ == "all" else [k.strip() for k in kernels_.split(",")]
     for n in names:
-        get_family(n)
+        helion_families.get(n) if helion_families.is_helion(n) else get_family(n)
+    helion_names = [n for n in names if helion_families.is_helion(n)]
+    if helion_names and (active is not None or gpus or dask_address):
+        raise CostModelError(f"{helion_names[0]}: Helion kernels collect on one GPU (no --active, --gpus, --dask yet)")
     if groups < 1 or configs_per_group < 1:
         raise CostModelError("--groups and --configs-per-group must be positive")
     if gpus and dask_address:
@@ -184,7 +189,8 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             workers = resolve_gpus(gpus, device == "cpu")
         hw = hardware.INTERPRETER if device == "cpu" else hardware.current(hint="collect measures on a GPU: run "
                                                                             "it on a GPU host")
-        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
+        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where,
+                         device=device)
         _check_where_left_problems(plan, names, bounds)
         if workers:
             from collect.parallel import run_parallel

@@ -41,8 +41,8 @@ _HW_FIELDS = [
 ]
 SCHEMA = pa.schema(
     [("run_id", pa.string()), ("ts", pa.timestamp("ms", tz="UTC")), ("gpu", pa.string()), *_HW_FIELDS,
-     ("triton_version", pa.string()), ("torch_version", pa.string()), ("cuda_version", pa.string()),
-     ("driver_version", pa.string()), ("costmodel_version", pa.string()),
+     ("triton_version", pa.string()), ("helion_version", pa.string()), ("torch_version", pa.string()),
+     ("cuda_version", pa.string()), ("driver_version", pa.string()), ("costmodel_version", pa.string()),
      ("kernel", pa.string()), ("source_hash", pa.string()), ("group_id", pa.string()), ("exhaustive", pa.bool_()),
      *[(f"dim_{d}", pa.int64()) for d in DIMS], ("problem_json", pa.string()), ("dtype", pa.string()),
      *[(f"cfg_{k}", pa.int64()) for k in KNOBS], ("config_json", pa.string()),
@@ -95,6 +95,10 @@ def measurement_rows(hw: HardwareRecord, software: dict, run_id: str, family: st
     """FILE_SCHEMA rows for one group's measurements (``costmodel.benchmark.Measurement``)."""
     from datetime import datetime, timezone
 
+    from costmodel.helion import families as helion_families, helion_version
+
+    # Helion's version is a Helion row's provenance (null on Triton rows and on shards written before the column)
+    software = {**software, "helion_version": helion_version() if helion_families.is_helion(family) else None}
     base = {"run_id": run_id, "ts": datetime.now(timezone.utc), **hw_columns(hw), **software, "kernel": family,
             "source_hash": source_hash, "group_id": gid, "exhaustive": exhaustive, "dtype": dtype}
     return [{**base, **row_columns(problem, m.config), "status": m.status, "latency_ms": m.latency_ms,
@@ -273,9 +277,14 @@ def group_candidates(gpu: str, family: str, problem: dict, dtype: str) -> list[t
     """(group id, kernel hash) of each identity a group of today's ``family`` kernel may be recorded under:
     the one a new group gets first, then those of rows recorded under the module-text hashes of the same
     kernel (``KernelFamily.group_hashes``)."""
+    from costmodel.helion import families as helion_families
     from costmodel.kernels import get_family
 
-    return [(group_id(gpu, family, h, problem, dtype), h) for h in get_family(family).group_hashes]
+    if helion_families.is_helion(family):  # one identity: the kernel's source and the Helion version
+        hashes = [helion_families.get(family).kernel_hash()]
+    else:
+        hashes = get_family(family).group_hashes
+    return [(group_id(gpu, family, h, problem, dtype), h) for h in hashes]
 
 
 def resolve_group(candidates: list[tuple[str, str]], measured: set[tuple[str, str]]) -> tuple[str, str, set[str]]:

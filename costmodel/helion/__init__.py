@@ -24,14 +24,24 @@ Rows in the existing Parquet schema
   as the twin (M, N, K, B, H, S, D, CAUSAL), ``problem_json`` as today, ``config_json`` the canonical config; the
   flat ``cfg_*`` columns stay null (Helion's knobs are lists of per-tile values, not the Triton knobs those
   columns name; features read ``config_json``, see ``features.py`` here).
-- ``helion_version``: a new nullable string column among the software columns (beside ``triton_version``), to add
-  to dataset.SCHEMA with the collector (not yet added), null on Triton rows and on every shard written before it
+- ``helion_version``: a nullable string column among the software columns (beside ``triton_version``) of
+  dataset.SCHEMA, set by ``measurement_rows`` on Helion rows, null on Triton rows and on every shard written before it
   (the reader's explicit schema fills nulls, so no existing shard or reader breaks). Not in
   ``config_json``: that is the identity of a config within a group (``first_measurements``, resume, replay) and
   must read the same from either version. Not folded into ``triton_version``: it would stop being a version.
-- The kernel hash of a Helion family (the group's ``source_hash``, to come with the collector) should cover the
-  kernel's source and the Helion version: the same config compiles to different Triton code under 1.4 and 1.5,
-  so their timings are different groups, while features read both alike.
+- The kernel hash of a Helion family (the group's ``source_hash``, ``HelionFamily.kernel_hash``) covers the
+  kernel's source (its definition in kernels.py, decorator included) and the Helion version: the same config
+  compiles to different Triton code under 1.4 and 1.5, so their timings are different groups, while features read
+  both alike.
+
+Collecting (``costmodel collect --kernel helion:<name>``)
+- ``collect.plan.helion_plan``: problems from the family, configs from ``families.candidates`` of the kernel bound
+  on the timing device; a ground-truth group takes a random population of ``HELION_SWEEP`` (1,000) configs.
+- ``benchmark.IsolatedBenchmarker`` times each config in its isolated worker: the group's kernel bound once, each
+  config compiled by Helion's ``compile_config`` there (not in the Triton compile pool), its output checked against
+  the family's reference, then the same timing functions as a Triton family's. Under ``HELION_INTERPRET=1``
+  (Helion's reference mode: eager torch on CPU tensors, the config ignored; not beside TRITON_INTERPRET=1) rows go
+  to ``gpu=interpreter`` like Triton interpreter rows, and no model trains on them.
 
 Importing this package does not import helion; ``kernels`` and ``families.candidates`` do (13 s on the 2-core
 CPU machine). ``available()`` says whether it imports.

@@ -42,6 +42,31 @@ class HelionFamily:
 
         return get_family(self.twin)
 
+    @property
+    def dims(self) -> tuple[str, ...]:
+        return self.twin_family().dims if self.twin else ("M", "N")
+
+    @property
+    def dtypes(self) -> tuple[str, ...]:
+        return self.twin_family().dtypes if self.twin else ("float16", "bfloat16")
+
+    @property
+    def tolerance(self) -> dict[str, float]:
+        """Relative error (norm) a config's output may have against the float32 reference: the twin's; SwiGLU
+        takes the base family's (one rounding of an elementwise product)."""
+        from costmodel.kernels.base import KernelFamily
+
+        return self.twin_family().tolerance if self.twin else KernelFamily.tolerance
+
+    def kernel_hash(self, version: str | None = None) -> str:
+        """The group identity (``source_hash``): the kernel's source, decorator included, and the Helion version
+        (``version``, default the installed one), since one config compiles to different code under 1.4 and 1.5.
+        Read from the file, so helion is not imported."""
+        import hashlib
+
+        text = f"{_kernel_source(self.name)}\nhelion {version or _installed()}"
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         """``n`` realistic problems, none a benchmark's (costmodel/benchmarks.py, under the twin's name)."""
         out: list[Problem] = []
@@ -84,9 +109,49 @@ class HelionFamily:
         return getattr(kernels, self.name)
 
     def bind(self, problem: Problem, dtype: str, device: str = "cpu", seed: int = 0):
-        """The Helion BoundKernel for ``problem`` (its ConfigSpec lives on it) and the arguments it was bound to."""
+        """The Helion BoundKernel for ``problem`` (its ConfigSpec lives on it) and the arguments it was bound to.
+        Bound with Helion's reference mode off: under HELION_INTERPRET=1 a kernel's spec is empty (no tiles)."""
         args = self.args(problem, self.make_inputs(problem, dtype, device, seed))
-        return self.helion_kernel().bind(args), args
+        return self.with_settings(ref_mode=_ref_mode_off()).bind(args), args
+
+    def with_settings(self, configs: tuple = (), **settings):
+        """The kernel with its decorator's settings, ``settings`` changed, and ``configs`` as its only configs:
+        with one, a call compiles and runs that config (Helion's own path, in its reference mode too)."""
+        import dataclasses
+
+        from helion.runtime.kernel import Kernel
+
+        k = self.helion_kernel()
+        return Kernel(k.fn, configs=list(configs), settings=dataclasses.replace(k.settings, **settings))
+
+
+def is_helion(kernel: str) -> bool:
+    return kernel.startswith(PREFIX)
+
+
+def _installed() -> str:
+    from costmodel.helion import helion_version
+
+    return helion_version() or "none"
+
+
+def _kernel_source(name: str) -> str:
+    """``name``'s definition in kernels.py, decorators included."""
+    import ast
+    from pathlib import Path
+
+    text = (Path(__file__).parent / "kernels.py").read_text()
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.FunctionDef) and node.name == name:
+            lines = text.splitlines()[min(d.lineno for d in [*node.decorator_list, node]) - 1: node.end_lineno]
+            return "\n".join(lines)
+    raise CostModelError(f"no Helion kernel {name!r} in costmodel/helion/kernels.py")
+
+
+def _ref_mode_off():
+    from helion.runtime.ref_mode import RefMode
+
+    return RefMode.OFF
 
 
 def _swiglu_problems(rng: np.random.Generator, n: int) -> list[Problem]:

@@ -1,0 +1,123 @@
+"""Helion rows in the dataset (issue 18): the helion_version column, a Helion group's identity, and
+`collect --kernel helion:<name>` end to end under HELION_INTERPRET=1 (skipped where helion does not import)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+import pytest
+
+from costmodel import dataset
+from costmodel.helion import available, families, helion_version
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_shards_before_the_column_read_with_null_helion_version(data_root):
+    shards = sorted(data_root.glob("gpu=*/kernel=*/part-*.parquet"))
+    if not shards:
+        pytest.skip(f"no shards under {data_root}")
+    assert "helion_version" not in pq.read_schema(shards[0]).names  # written before the column existed
+    t = dataset.read(data_root, ["kernel", "helion_version", "triton_version"],
+                     filter=ds.field("kernel") == shards[0].parent.name.split("=", 1)[1])
+    assert t.num_rows > 0 and t["helion_version"].null_count == t.num_rows
+    assert t["triton_version"].null_count == 0
+
+
+def test_triton_rows_written_now_carry_no_helion_version(data_root, tmp_path):
+    """Real rows of a Triton group, written again (as the GPU's, to a scratch dataset) through measurement_rows:
+    helion_version stays null."""
+    from costmodel.benchmark import Measurement
+
+    shards = sorted(data_root.glob("gpu=*/kernel=*/part-*.parquet"))
+    if not shards:
+        pytest.skip(f"no shards under {data_root}")
+    r = pq.read_table(shards[0]).slice(0, 3).to_pylist()
+    family, gpu = (d.name.split("=", 1)[1] for d in (shards[0].parent, shards[0].parent.parent))
+    hw = dataset.hw_from_row({**r[0], "gpu": gpu})
+    ms = [Measurement(json.loads(x["config_json"]), x["status"], latency_ms=x["latency_ms"]) for x in r]
+    software = {k: r[0][k] for k in ("triton_version", "torch_version", "cuda_version", "driver_version")}
+    rows = dataset.measurement_rows(hw, software, "run", family, r[0]["source_hash"],
+                                    r[0]["group_id"], False, json.loads(r[0]["problem_json"]), r[0]["dtype"], ms)
+    dataset.write_shard(tmp_path, gpu, family, "run", rows)
+    t = dataset.read(tmp_path, ["helion_version", "triton_version"])
+    assert t.num_rows == len(r) and t["helion_version"].null_count == t.num_rows
+    assert set(t["triton_version"].to_pylist()) == {software["triton_version"]}
+
+
+def test_helion_group_identity_covers_source_and_version():
+    soft, rms = families.get("softmax"), families.get("helion:rms_norm")
+    assert soft.kernel_hash("1.4.0") == soft.kernel_hash("1.4.0")
+    assert soft.kernel_hash("1.4.0") != soft.kernel_hash("1.5.1")  # one config compiles differently under each
+    assert soft.kernel_hash("1.5.1") != rms.kernel_hash("1.5.1")
+    assert soft.kernel_hash() == soft.kernel_hash(helion_version() or "none")
+    # the group id a collector gives a Helion group is made of it
+    (gid, khash), = dataset.group_candidates("interpreter", soft.kernel, {"M": 3, "N": 8}, "float16")
+    assert khash == soft.kernel_hash() and gid == dataset.group_id("interpreter", soft.kernel, khash,
+                                                                    {"M": 3, "N": 8}, "float16")
+
+
+def test_unknown_helion_kernel_is_bad_input(cli, tmp_path):
+    code, out, err = cli("collect", "--kernel", "helion:nope", "--out", str(tmp_path / "d"))
+    assert code == 2 and "unknown Helion kernel 'helion:nope'" in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "d").exists()
+
+
+def _collect(out: Path, *args: str) -> dict:
+    # Helion refuses HELION_INTERPRET beside TRITON_INTERPRET (which the suite sets): a process of its own
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    site = str(Path(__import__("helion").__file__).resolve().parents[1])
+    env.update(HELION_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(ROOT), site]))
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "collect", "--kernel", "helion:softmax",
+                        "--groups", "2", "--configs-per-group", "3", "--where", "M<=64", "--where", "N<=4096",
+                        "--out", str(out), "--json", *args], env=env, capture_output=True, text=True, timeout=600,
+                       cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout)
+
+
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+def test_collect_helion_kernel_under_interpreter(tmp_path):
+    out = tmp_path / "data"
+    summary = _collect(out)
+    assert summary["gpu"] == "interpreter" and summary["counts"]["ok"] == 6
+    t = dataset.read(out)
+    assert t.num_rows == 6
+    assert set(t["gpu"].to_pylist()) == {"interpreter"} and set(t["kernel"].to_pylist()) == {"helion:softmax"}
+    assert set(t["helion_version"].to_pylist()) == {helion_version()}
+    assert set(t["source_hash"].to_pylist()) == {families.get("softmax").kernel_hash()}
+    assert t["latency_ms"].null_count == 0 and set(t["status"].to_pylist()) == {"ok"}
+    by_group: dict[str, list] = {}
+    for r in t.to_pylist():
+        by_group.setdefault(r["group_id"], []).append(r)
+        assert 0 <= r["rel_err"] <= families.get("softmax").tolerance[r["dtype"]]  # checked before it was timed
+        assert r["group_id"] == dataset.group_id("interpreter", "helion:softmax", r["source_hash"],
+                                                 json.loads(r["problem_json"]), r["dtype"])
+    assert len(by_group) == 2 and all(len(rows) == 3 for rows in by_group.values())
+    for rows in by_group.values():  # three distinct configs of the kernel's spec per group, block sizes among them
+        assert len({r["config_json"] for r in rows}) == 3
+        assert all("block_sizes" in json.loads(r["config_json"]) for r in rows)
+    # the same plan again measures nothing: every (group, config) is already there
+    again = _collect(out)
+    assert again["measured"] == 0 and again["skipped_already_measured"] == 6
+
+
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+def test_helion_configs_compile_by_helion_under_triton_interpreter():
+    """The GPU's path on a CPU: each config compiled by Helion's compile_config (the suite runs under
+    TRITON_INTERPRET=1, so Triton's interpreter runs the generated code), checked, timed, in the isolated worker."""
+    from costmodel.benchmark import IsolatedBenchmarker
+    from costmodel.hardware import INTERPRETER
+
+    assert os.environ.get("TRITON_INTERPRET") == "1" and "HELION_INTERPRET" not in os.environ
+    fam, problem = families.get("swiglu"), {"M": 37, "N": 96}
+    configs = families.candidates(fam.bind(problem, "float16")[0], 3, seed=0)
+    with IsolatedBenchmarker(INTERPRETER, device="cpu", timeout_s=120) as bench:
+        ms = bench.measure(fam.kernel, problem, "float16", configs)
+    assert [m.status for m in ms] == ["ok"] * 3, [m.error for m in ms]
+    assert [m.config for m in ms] == configs
+    assert all(0 <= m.rel_err <= fam.tolerance["float16"] and m.latency_ms > 0 and m.compile_s > 0 for m in ms)
