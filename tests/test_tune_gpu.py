@@ -1,0 +1,29 @@
+"""`costmodel tune` as a user runs it, on the GPU: a new process, a cold result cache, the shipped model. The GPU
+suite otherwise never runs the command whole (the device job's smoke step did, outside the suite)."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("kernel,shape,dtype", [("rmsnorm", "M=4096,N=4096", "float16"),
+                                                ("matmul", "M=333,N=2049,K=1000", "bfloat16")])
+def test_tune_command_on_the_gpu(kernel, shape, dtype, tmp_path):
+    env = {**os.environ, "COSTMODEL_CACHE_DIR": str(tmp_path / "cache"), "TRITON_CACHE_DIR": str(tmp_path / "triton")}
+    proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", kernel, "--shape", shape, "--dtype",
+                           dtype, "--no-cache", "--json"], cwd=ROOT, env=env, capture_output=True, text=True,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out = json.loads(proc.stdout)
+    best = out["best"]
+    assert best["config"] is not None and best["latency_ms"] > 0 and best["graph_ms"] > 0 and best["eager_ms"] > 0
+    assert out["benchmarked"] >= 8 and out["candidates"] > out["benchmarked"]
+    marks = list(out["since_start_s"].values())
+    assert marks == sorted(marks) and marks[-1] < 120, out["since_start_s"]
