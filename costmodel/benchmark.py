@@ -361,11 +361,18 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
     if device != "cpu":
         torch.cuda.synchronize()
     first_s = time.perf_counter() - t0
-    rel_err = float(((out.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
     kernel = call.kernel
     regs = dict(n_regs=getattr(kernel, "n_regs", None), n_spills=getattr(kernel, "n_spills", None),
                 shared_bytes=getattr(getattr(kernel, "metadata", None), "shared", None))
-    if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
+    return _checked_then_timed(config, call, out, ref, fam.tolerance[dtype], first_s, device, timing, **regs)
+
+
+def _checked_then_timed(config, call, result, ref, tolerance: float, first_s: float, device: str, timing: dict,
+                        **regs) -> Measurement:
+    """``call``'s first ``result`` against the float32 reference: a wrong result is recorded and never timed;
+    a right one is timed both ways (GPU time, L2 flushed; eager per-call time)."""
+    rel_err = float(((result.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+    if not math.isfinite(rel_err) or rel_err > tolerance:
         return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
                            compile_s=first_s, **regs)
     times, reps = time_callable(call, device, **timing)
@@ -398,15 +405,8 @@ def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Mea
     result = call()
     if device != "cpu":
         torch.cuda.synchronize()
-    first_s = time.perf_counter() - t0
-    rel_err = float(((result.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
-    if not math.isfinite(rel_err) or rel_err > fam.tolerance[dtype]:
-        return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
-                           compile_s=first_s)
-    times, reps = time_callable(call, device, **timing)
-    return Measurement(config, "ok", latency_ms=_quantile(times, 0.5), p20_ms=_quantile(times, 0.2),
-                       p80_ms=_quantile(times, 0.8), min_ms=min(times), reps=reps, rel_err=rel_err,
-                       compile_s=first_s, eager_ms=time_eager(call, device, timing["budget_ms"]))
+    return _checked_then_timed(config, call, result, ref, fam.tolerance[dtype], time.perf_counter() - t0, device,
+                               timing)
 
 
 def _group_measurer(family: str, problem: Problem, dtype: str, hw: HardwareRecord, device: str, timing: dict,
