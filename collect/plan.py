@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import operator
 import re
@@ -176,3 +177,28 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         per_family_plans.append(plan)
     # interleave families (and their exhaustive groups) so a run cut short still covers every family
     return [g for row in itertools.zip_longest(*per_family_plans) for g in row if g is not None]
+
+
+def complete_plan(out: str, families: list[str], dtypes: list[str] | None, hw: HardwareRecord,
+                  where: tuple[DimBound, ...] = ()) -> list[GroupPlan]:
+    """The whole-space groups of today's kernels that ``out`` holds (recorded under one of the family's
+    ``group_hashes``), each planned over today's whole valid space: measured with --resume, a group sweeps only
+    what it lacks, which after a knob was added is that knob's new values (issue 17's WARP_SPECIALIZE: 90 configs a
+    shape beside the 1,300-2,200 of a fresh sweep). Helion kernels have no such groups yet."""
+    import pyarrow.dataset as ds
+
+    from costmodel import dataset
+
+    check_bounds(families, where)
+    plan = []
+    for name in families:
+        fam = get_family(name)
+        rows = dataset.read(out, ["problem_json", "dtype"], (ds.field("kernel") == name) & ds.field("exhaustive")
+                            & ds.field("source_hash").isin(list(fam.group_hashes)))
+        seen = sorted({(p, d) for p, d in zip(rows["problem_json"].to_pylist(), rows["dtype"].to_pylist())
+                       if dtypes is None or d in dtypes})
+        for problem_json, dtype in seen:
+            problem = json.loads(problem_json)
+            if all(b(problem) for b in where) and not benchmarks.is_named(name, problem):
+                plan.append(GroupPlan(name, problem, dtype, tuple(space.enumerate_valid(fam, problem, dtype, hw)), True))
+    return plan

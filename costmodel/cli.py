@@ -130,10 +130,13 @@ def _describe_plan(plan: list, gpu: str) -> None:
               help="probe --groups shapes with the model's top 8, 8 random configs and the default, then measure "
                    "the N the model got most wrong over their whole valid space (0: probe only)")
 @click.option("--model", "model_ref", default=None, help="with --active: the model that ranks (default: the shipped one)")
+@click.option("--complete", is_flag=True,
+              help="instead of new groups, the whole-space groups --out holds (within --where, --dtype), each "
+                   "measured over today's whole valid space: only what it lacks, e.g. the values of a new knob")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, bounds, timeout,
-            time_budget, gpus, dask_address, active, model_ref, as_json):
+            time_budget, gpus, dask_address, active, model_ref, complete, as_json):
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
     from collect.plan import DimBound, check_bounds, make_plan
@@ -163,6 +166,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
                              "is read back)")
     if model_ref and active is None:
         raise CostModelError("--model ranks the probe of --active: pass --active N")
+    if complete and (active is not None or not resume or helion_names or dask_address or "://" in out):
+        raise CostModelError("--complete measures what the whole-space groups in a local --out lack: not with "
+                             "--active, --remeasure, --dask or Helion kernels")
 
     def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
         raise KeyboardInterrupt
@@ -189,9 +195,17 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             workers = resolve_gpus(gpus, device == "cpu")
         hw = hardware.INTERPRETER if device == "cpu" else hardware.current(hint="collect measures on a GPU: run "
                                                                             "it on a GPU host")
-        plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where,
-                         device=device)
-        _check_where_left_problems(plan, names, bounds)
+        if complete:
+            from collect.plan import complete_plan
+
+            plan = complete_plan(out, names, dtype_list, hw, where)
+            if not plan:
+                raise CostModelError(f"--complete: {out} holds no whole-space group of {', '.join(names)} within "
+                                     "the bounds")
+        else:
+            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where,
+                             device=device)
+            _check_where_left_problems(plan, names, bounds)
         if workers:
             from collect.parallel import run_parallel
 

@@ -4,9 +4,15 @@ For each shape of ``costmodel.benchmarks.KERNEL_GAP`` (and 5120^3 fp16, the alig
 timed by the collector's benchmarker (checked against torch first), then the space's best config against
 torch.matmul with ``benchlib.against_torch``: do_bench (L2 flushed), eager per call and CUDA-graph time, each in
 alternating rounds, all in this one call. In a row, ``tune_config`` is the config raced (the space's best here).
-Rows are appended to --out as each shape is done, so a call cut short keeps what it did. Usage on a GPU host:
+Rows are appended to --out as each shape is done, so a call cut short keeps what it did.
 
-    PYTHONPATH=. python3 scripts/bench_matmul_gap.py [--only 0,5] [--out bench_matmul_gap.jsonl]
+With ``--knob K=V`` only the configs with that value are swept (a new knob's part of the space: its best against
+torch.matmul is a lower bound of the whole space's best against it); ``--previous FILE`` races, in this call too, the
+best config a former run's row found for the same shape (``previous_*`` keys), so both parts are set against torch
+in one call. Usage on a GPU host:
+
+    PYTHONPATH=. python3 scripts/bench_matmul_gap.py [--only 0,5] [--knob WARP_SPECIALIZE=1] [--previous rows.jsonl] \
+        [--out bench_matmul_gap.jsonl]
 """
 
 from __future__ import annotations
@@ -29,28 +35,50 @@ CONTROL = ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "float16")  # issue 17: 
 SHAPES = [*benchmarks.KERNEL_GAP, CONTROL]
 
 
-def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker) -> dict:
-    configs = space.enumerate_valid(get_family("matmul"), problem, dtype, hw)
+def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, knobs: dict, previous: dict | None) -> dict:
+    configs = [c for c in space.enumerate_valid(get_family("matmul"), problem, dtype, hw)
+               if all(c.get(k) == v for k, v in knobs.items())]
+    if not configs:
+        return {"problem": problem, "dtype": dtype, "knobs": knobs, "valid": 0}
     ms = time_all("matmul", problem, dtype, configs, bench, "configs", compile_first=False)  # the best is raced below
     ok = [m for m in ms if m.ok]
     best = min(ok, key=lambda m: m.latency_ms)
-    return {"problem": problem, "dtype": dtype, "valid": len(configs), "ok": len(ok), "best_ms": best.latency_ms,
-            "best_config": best.config, "statuses": {s: sum(m.status == s for m in ms) for s in {m.status for m in ms}},
-            **against_torch(problem, dtype, best.config, hw)}
+    row = {"problem": problem, "dtype": dtype, "knobs": knobs, "valid": len(configs), "ok": len(ok),
+           "best_ms": best.latency_ms, "best_config": best.config,
+           "statuses": {s: sum(m.status == s for m in ms) for s in {m.status for m in ms}},
+           **against_torch(problem, dtype, best.config, hw)}
+    if previous:
+        row |= {"previous_config": previous["best_config"], "previous_knobs": previous.get("knobs", {}),
+                **{f"previous_{k}": v for k, v in against_torch(problem, dtype, previous["best_config"], hw).items()}}
+    return row
 
 
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the shapes (default: all)")
+@click.option("--knob", "knob_args", multiple=True, help="sweep only configs with this knob value, e.g. WARP_SPECIALIZE=1")
+@click.option("--previous", default=None, type=click.Path(exists=True, dir_okay=False),
+              help="rows of a former run: race each shape's best config from it too")
 @click.option("--out", default="bench_matmul_gap.jsonl", show_default=True, help="rows are appended here")
-def main(only: str, out: str) -> None:
+def main(only: str, knob_args: tuple[str, ...], previous: str | None, out: str) -> None:
     chosen = [SHAPES[int(i)] for i in only.split(",")] if only else SHAPES
+    knobs = {k: int(v) for k, v in (a.split("=") for a in knob_args)}
+    former = {}
+    for line in open(previous) if previous else ():
+        if line.strip() and (r := json.loads(line)).get("best_config"):
+            former[(json.dumps(r["problem"], sort_keys=True), r["dtype"])] = r
     hw = hardware.current()
     with IsolatedBenchmarker(hw) as bench, open(out, "a") as sink:
         for _, problem, dtype in chosen:
-            log(f"matmul {problem} {dtype}")
-            row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), **measure_shape(problem, dtype, hw, bench)}
-            log(f"best of the space {row['best_ms']:.4f} ms; against torch.matmul {row['tune_vs_torch']:.3f} "
-                f"(eager {row['tune_vs_torch_eager']:.3f}, graph {row['tune_vs_torch_graph']:.3f})")
+            log(f"matmul {problem} {dtype} {knobs or ''}")
+            prev = former.get((json.dumps(problem, sort_keys=True), dtype))
+            row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"),
+                   **measure_shape(problem, dtype, hw, bench, knobs, prev)}
+            if not row["valid"]:
+                log("no valid config with these knob values")
+            else:
+                log(f"best of the part swept {row['best_ms']:.4f} ms; against torch.matmul {row['tune_vs_torch']:.3f} "
+                    f"(eager {row['tune_vs_torch_eager']:.3f}, graph {row['tune_vs_torch_graph']:.3f})"
+                    + (f"; the previous best {row['previous_tune_vs_torch']:.3f}" if prev else ""))
             sink.write(json.dumps(row, default=str) + "\n")
             sink.flush()
 

@@ -3,7 +3,10 @@ allocates? Compiles the valid configs of one problem (those matching every --kno
 compare_kernel_ptx.py does, and sets each estimate beside the compiled kernel's ``metadata.shared``.
 
     .venv/bin/python scripts/check_smem_estimate.py [--shape M=5120,N=5120,K=5120] [--dtype float16] \
-        [--knob EPILOGUE_SUBTILE=1 ...]
+        [--knob EPILOGUE_SUBTILE=1 ...] [--sample N]
+
+Each row also gives the warps the kernel launches and whether its PTX hands registers between warpgroups
+(``setmaxnreg``: what Triton's warp specialisation does on sm_90).
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import json
 
 import click
+import numpy as np
 
 from compare_kernel_ptx import _compile_only
 
@@ -19,7 +23,8 @@ from compare_kernel_ptx import _compile_only
 @click.option("--shape", default="M=5120,N=5120,K=5120")
 @click.option("--dtype", default="float16")
 @click.option("--knob", "knobs", multiple=True, help="only configs with this knob value, e.g. EPILOGUE_SUBTILE=1")
-def main(shape: str, dtype: str, knobs: tuple[str, ...]) -> None:
+@click.option("--sample", default=0, help="compile only this many of them, drawn at random (seed 0); 0: all")
+def main(shape: str, dtype: str, knobs: tuple[str, ...], sample: int) -> None:
     _compile_only()
     from costmodel import space
     from costmodel.benchmark import meta_inputs
@@ -30,10 +35,13 @@ def main(shape: str, dtype: str, knobs: tuple[str, ...]) -> None:
     problem = {k: int(v) for k, v in (kv.split("=") for kv in shape.split(","))}
     wanted = {k: int(v) for k, v in (kv.split("=") for kv in knobs)}
     configs = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if all(c[k] == v for k, v in wanted.items())]
+    if sample:
+        configs = [configs[i] for i in sorted(np.random.default_rng(0).permutation(len(configs))[:sample])]
     rows = []
     for c in configs:
-        shared = fam.launch(problem, *meta_inputs(fam, problem, dtype), c, hw, warmup=True).metadata.shared
-        rows.append({"config": c, "estimate": fam.smem_bytes(dtype, c), "shared": shared})
+        kernel = fam.launch(problem, *meta_inputs(fam, problem, dtype), c, hw, warmup=True)
+        rows.append({"config": c, "estimate": fam.smem_bytes(dtype, c), "shared": kernel.metadata.shared,
+                     "num_warps": kernel.metadata.num_warps, "setmaxnreg": "setmaxnreg" in kernel.asm["ptx"]})
     under = [r for r in rows if r["shared"] > r["estimate"]]
     print(json.dumps({"problem": problem, "dtype": dtype, "knobs": wanted, "compiled": len(rows),
                       "smem_per_block": hw.smem_per_block, "under_estimated": len(under),

@@ -79,7 +79,7 @@ def main(rows: str, only: str, calls: int, out: str, child: bool, problem: str |
          config: str | None) -> None:
     if child:
         return run_side(json.loads(problem), dtype, json.loads(config) if config else None, calls)
-    table = [json.loads(line) for line in open(rows) if line.strip()]
+    table = [r for line in open(rows) if line.strip() and (r := json.loads(line)).get("best_config")]
     chosen = [table[int(i)] for i in only.split(",")] if only else table
     results = []
     for r in chosen:
