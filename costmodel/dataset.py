@@ -31,8 +31,8 @@ from costmodel.hardware import HardwareRecord
 SCHEMA_VERSION = 1
 # union of every family's dims and knobs; flat so they filter and featurise without parsing JSON
 DIMS = ("M", "N", "K", "B", "H", "S", "D", "CAUSAL")
-KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE",
-         "WARP_SPECIALIZE", "ROWS", "num_warps", "num_stages")
+KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE", "ROWS",
+         "num_warps", "num_stages")
 
 _HW_FIELDS = [
     ("hw_name", pa.string()), ("hw_cc_major", pa.int32()), ("hw_cc_minor", pa.int32()), ("hw_sm_count", pa.int32()),

@@ -32,12 +32,12 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 7
+FEATURE_SCHEMA_VERSION = 6
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
 _LOG_KNOBS = ("BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "ROWS", "num_warps", "num_stages")
-_FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")
+_FLAG_KNOBS = ("TMA", "PERSISTENT", "SPLIT_TAIL", "EPILOGUE_SUBTILE")
 _HW = ("sm_count", "smem_per_block", "smem_per_sm", "regs_per_sm", "l2_bytes", "mem_bandwidth_gbs",
        "max_threads_per_sm", "cc_major", "cc_minor")
 # what each family's deriver returns, per row of that family

@@ -152,3 +152,14 @@ def test_piped_tables_keep_knob_names_and_paths_whole(tmp_path):
     out = subprocess.run([sys.executable, "-m", "costmodel", "models"], capture_output=True, text=True, cwd=REPO,
                          env=env, check=True)
     assert str(model.MODELS_DIR / "nvidia-h200") in out.stderr, out.stderr
+
+
+@pytest.mark.parametrize("extra,needle", [
+    (["--active", "2"], "not with --active"),
+    (["--remeasure"], "not with --active, --remeasure"),
+    (["--where", "M<0"], "holds no whole-space group of matmul"),
+])
+def test_collect_complete_refuses_what_it_cannot_do(extra, needle, cli, tmp_path, data_root):
+    code, stdout, stderr = cli("collect", "--kernel", "matmul", "--complete", "--out", str(data_root), *extra)
+    _one_line_error(code, stderr, needle)
+    assert stdout == ""

@@ -131,37 +131,6 @@ def test_matmul_epilogue_subtile_only_where_the_whole_tile_does_not_fit():
     assert not fam.is_valid(problem, "float16", dict(base, EPILOGUE_SUBTILE=1, TMA=0), HW)
 
 
-def test_matmul_warp_specialize_only_on_the_persistent_tma_loop_with_a_warpgroup_per_consumer():
-    """WARP_SPECIALIZE: 4 warps a consumer, two consumers splitting BLOCK_M (so a 128x256 tile, 256 accumulator values
-    a thread with 4 warps alone, holds 128 a thread), only on the persistent TMA loop without a split tail."""
-    fam, problem = get_family("matmul"), {"M": 3000, "N": 5000, "K": 1000}
-    base = dict(fam.default_config(problem, "bfloat16", HW), TMA=1, PERSISTENT=1, num_warps=4, WARP_SPECIALIZE=1)
-    assert fam.is_valid(problem, "bfloat16", base, HW)
-    assert not fam.is_valid(problem, "bfloat16", dict(base, WARP_SPECIALIZE=0), HW), "256 accumulators a thread"
-    for other in ({"num_warps": 8}, {"BLOCK_M": 64}, {"PERSISTENT": 0}, {"TMA": 0}, {"SPLIT_TAIL": 1},
-                  {"BLOCK_N": 256 * 2}):
-        assert not fam.is_valid(problem, "bfloat16", dict(base, **other), HW), other
-    assert not fam.is_valid({"M": 3000, "N": 5001, "K": 1000}, "bfloat16", base, HW), "TMA needs aligned rows"
-
-
-def test_matmul_warp_specialize_compiles_to_a_producer_and_two_consumers_within_the_estimate():
-    """Compiled for sm_90 on the CPU (no GPU; a process without the interpreter): 12 warps (a producer warpgroup and
-    two consumers), registers handed to the consumers (setmaxnreg), and shared memory within ``smem_bytes``, the
-    estimate validity relies on."""
-    import json
-    import os
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"} | {"PYTHONPATH": str(root)}
-    out = subprocess.run([sys.executable, str(root / "scripts" / "check_smem_estimate.py"), "--shape",
-                          "M=3000,N=5000,K=1000", "--dtype", "bfloat16", "--knob", "WARP_SPECIALIZE=1", "--sample", "3"],
-                         env=env, capture_output=True, text=True, check=True).stdout
-    report = json.loads(out)
-    assert report["compiled"] == 3 and report["under_estimated"] == 0, report
-    assert all(r["num_warps"] == 12 and r["setmaxnreg"] for r in report["rows"]), report["rows"]
-
-
 def test_bad_input_errors():
     with pytest.raises(CostModelError, match="unknown kernel family"):
         get_family("conv9d")

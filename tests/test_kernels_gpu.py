@@ -57,32 +57,12 @@ def test_matmul_split_tail_on_gpu(problem):
             assert all(m.ok for m in ms), [m for m in ms if not m.ok]
 
 
-@pytest.mark.parametrize("problem", [{"M": 4096, "N": 4096, "K": 1024}, {"M": 3000, "N": 5000, "K": 1000},
-                                     {"M": 777, "N": 1000, "K": 2344}, {"M": 24, "N": 14336, "K": 4096}])
-def test_matmul_warp_specialized_on_gpu(problem):
-    """WARP_SPECIALIZE=1 configs (a producer and two consumer warpgroups) are right on aligned shapes, on dims not
-    multiples of 16 (partial tiles in M, N and K) and on a decode shape whose M is a fraction of one tile."""
-    from costmodel import hardware
-    from costmodel.benchmark import IsolatedBenchmarker
-    from costmodel.kernels import get_family
-
-    hw, fam = hardware.current(), get_family("matmul")
-    with IsolatedBenchmarker(hw, compile_workers=8) as bench:
-        for dtype in fam.dtypes:
-            ws = [c for c in space.enumerate_valid(fam, problem, dtype, hw) if c["WARP_SPECIALIZE"]]
-            assert ws, problem
-            picked = [ws[i] for i in np.random.default_rng(1).permutation(len(ws))[:6]]
-            ms = bench.measure("matmul", problem, dtype, picked)
-            assert all(m.ok for m in ms), [m for m in ms if not m.ok]
-
-
 BOUND_KINDS = {  # (family, problem, config overrides): every launcher path a bound call takes
     "matmul pointer": ("matmul", {"M": 777, "N": 1000, "K": 2333}, {"TMA": 0, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
     "matmul TMA": ("matmul", {"M": 1024, "N": 2048, "K": 1536}, {"TMA": 1, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
     "matmul TMA persistent": ("matmul", {"M": 4096, "N": 4096, "K": 1024}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 0}),
     "matmul split tail 1": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
     "matmul split tail 2": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 2}),
-    "matmul warp-specialised": ("matmul", {"M": 3000, "N": 5000, "K": 1000}, {"WARP_SPECIALIZE": 1}),
     "attention TMA": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 1}, {"TMA": 1}),
     "attention": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 0}, {"TMA": 0}),
     "softmax": ("softmax", {"M": 1000, "N": 4096}, {}),

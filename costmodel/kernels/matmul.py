@@ -3,15 +3,8 @@
 Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (TMA) loads and stores beside
 plain pointers (``TMA``), the TMA store of C in two halves (``EPILOGUE_SUBTILE``: half the shared-memory staging,
 valid where that is what leaves room for the config's pipeline stages), a persistent schedule over tiles beside
-one tile per program (``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), Hopper warp specialisation
-of that schedule (``WARP_SPECIALIZE``), GROUP_M swizzling for L2 reuse, tile sizes, warps and pipeline stages.
-
-Why warp specialisation: on 3000x5000x1000 bf16 the space's best (128x256x64, persistent, TMA, 8 warps) ran 0.80x
-torch.matmul on the H200, and Nsight Compute showed cuBLAS's kernel as one producer and two consumer warpgroups (384
-threads, ``coopA``) at 68% SM throughput against our 53%. Triton 3.6 builds that shape from a persistent loop marked
-``warp_specialize``: with num_warps=4 it launches 12 warps, a TMA producer and two consumers splitting BLOCK_M
-(so BLOCK_M >= 128), registers moved to the consumers (setmaxnreg). With 8 warps the pass leaves the loop as it is,
-and BLOCK_M=64 fails to compile; neither is in the space.
+one tile per program (``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2
+reuse, tile sizes, warps and pipeline stages.
 
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
@@ -22,6 +15,13 @@ alone, so the sum costs ``splits - 1`` tile reads on one SM; with ``SPLIT_TAIL=2
 every tail tile in chunks of ``REDUCE_ROWS`` rows, one chunk a program, so it is spread over the SMs at the price of
 a second launch. Configs recorded before a knob existed ran with its ``absent`` value, whose code path is the
 kernel as it was.
+
+Not a knob: Hopper warp specialisation (issue 17). cuBLAS's kernel for 3000x5000x1000 bf16, 0.80x of this space's
+best on the H200, is one TMA producer and two consumer warpgroups (384 threads, Nsight Compute). Triton 3.6 builds
+that from this persistent loop marked ``warp_specialize`` with 4 warps (12 launched, setmaxnreg; C stored through
+pointers, since the pass splits the tile between the consumers and a host descriptor's block does not follow), but
+the compiled kernel hung at its first launch on the H200 (session 9, ``scripts/experiments/ws_probe.py``). Triton's
+own Hopper runs of its tutorial pass only with descriptors made on the device (``tl.make_tensor_descriptor``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,6 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Knob, Launch, Problem, busiest_sm_steps,
                                     int_specialisation, rand_generator, resident_programs, torch_dtype)
 
-WS_SMEM_EXTRA = 33 * 1024  # see smem_of
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
 
@@ -143,8 +142,7 @@ def _reduce_tail_kernel(c, partials, M, N, stride_cm, stride_cn, first_tile, spl
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   TMA: tl.constexpr, PERSISTENT: tl.constexpr,
-                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
-                  WARP_SPECIALIZE: tl.constexpr):
+                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if PERSISTENT:
@@ -153,15 +151,11 @@ def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
             whole_tiles = num_tiles - split_tiles
         else:
             whole_tiles = num_tiles
-        for tile_id in tl.range(tl.program_id(0), whole_tiles, num_programs, flatten=WARP_SPECIALIZE == 0,
-                                warp_specialize=WARP_SPECIALIZE == 1):
+        for tile_id in tl.range(tl.program_id(0), whole_tiles, num_programs, flatten=True):
             pid_m, pid_n = _tile_coords(tile_id, num_pid_m, num_pid_n, GROUP_M)
             acc = _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, pid_m, pid_n,
                                    0, tl.cdiv(K, BLOCK_K), BLOCK_M, BLOCK_N, BLOCK_K, TMA)
-            # warp-specialised, C is a pointer: the pass splits the tile between consumer warpgroups, which a
-            # descriptor's fixed block does not follow (Triton 3.6 refuses the store)
-            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA * (1 - WARP_SPECIALIZE),
-                        EPILOGUE_SUBTILE)
+            _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n, BLOCK_M, BLOCK_N, TMA, EPILOGUE_SUBTILE)
         if SPLIT_TAIL:
             _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
                         num_programs, num_pid_m, num_pid_n, whole_tiles, partials, arrivals, split_tiles, splits,
@@ -197,27 +191,10 @@ def programs_of(c: Cols, tiles, split_tiles):
 def smem_of(c: Cols):
     """Shared memory per block: num_stages of A and B tiles, the TMA store's staging of C (in halves with
     EPILOGUE_SUBTILE) and, with warpgroups side by side along N, the fp32 accumulator split through shared memory
-    (on sm_90, 64x256 tiles with 8 warps asked for 32 KiB more than the rest). Warp-specialised, C is stored through
-    pointers and the pass adds its own buffers: 16.5 or 33 KiB over the stages in 14 configs compiled for sm_90 on
-    two shapes, so the larger is taken."""
+    (on sm_90, 64x256 tiles with 8 warps asked for 32 KiB more than the rest)."""
     bm, bn, bk, e, subtile = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"], c["EPILOGUE_SUBTILE"]
-    ws = _ws(c)
     epilogue = c["TMA"] * bm * bn * e / (1 + subtile) + subtile * (bm < 16 * c["num_warps"]) * bm * bn * 2
-    return c["num_stages"] * (bm * bk + bk * bn) * e + np.where(ws > 0, WS_SMEM_EXTRA, epilogue)
-
-
-def _ws(c: Cols):
-    return c.get("WARP_SPECIALIZE", 0) * np.ones_like(c["BLOCK_M"], dtype=float)
-
-
-def consumer_threads(c: Cols):
-    """Threads holding the accumulator: every warp, or warp-specialised, the two consumer warpgroups."""
-    return 32 * c["num_warps"] * (1 + _ws(c))
-
-
-def launched_warps(c: Cols):
-    """Warps a program runs: warp-specialised, a producer warpgroup beside the two consumers (num_warps=4: 12)."""
-    return c["num_warps"] * (1 + 2 * _ws(c))
+    return c["num_stages"] * (bm * bk + bk * bn) * e + epilogue
 
 
 def tma_ok(c: Cols):
@@ -250,16 +227,12 @@ class Matmul(KernelFamily):
         Knob("PERSISTENT", (0, 1)),
         Knob("SPLIT_TAIL", (0, 1, 2), absent=0),
         Knob("EPILOGUE_SUBTILE", (0, 1), absent=0),
-        Knob("WARP_SPECIALIZE", (0, 1), absent=0),
         Knob("num_warps", (4, 8)),
         Knob("num_stages", (2, 3, 4, 5)),
     )
-    # 51499b6997b732c2 is the kernel before WARP_SPECIALIZE: at the knob's absent value today's kernel compiles to
-    # the same PTX (`scripts/compare_kernel_ptx.py --rev 6f4990b`: 48 of 48 configs), so its groups go on and a
-    # whole-space group of it lacks only the new knob's configs. The module texts of commits 7c30845, b01d8f8,
-    # eac6a39 and bafb748 (edits to docstrings, is_valid and smem_bytes only) gave that kernel too.
-    recorded_as = {"0b8c6ff4064e3fb6": ("51499b6997b732c2", "2fa80221ffc53c63", "b457d84e5d202e6f", "24ad1867b4fb7ede",
-                                        "39f0dac82c6fac9f")}
+    # the module texts of commits 7c30845, b01d8f8, eac6a39 and bafb748 (edits to docstrings, is_valid and
+    # smem_bytes only) all give this kernel hash; data/ holds rows recorded under the last three
+    recorded_as = {"51499b6997b732c2": ("2fa80221ffc53c63", "b457d84e5d202e6f", "24ad1867b4fb7ede", "39f0dac82c6fac9f")}
 
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         out = []
@@ -287,13 +260,7 @@ class Matmul(KernelFamily):
         if self.smem_bytes(dtype, config) > hw.smem_per_block:
             return False
         # fp32 accumulator registers per thread; over 128 the kernel spills
-        if config["BLOCK_M"] * config["BLOCK_N"] // int(consumer_threads(config)) > 128:
-            return False
-        # warp specialisation: of the persistent TMA loop without a split tail (what the pass takes), one warpgroup
-        # per consumer (num_warps=4) and a BLOCK_M the two consumers can split in 64-row halves
-        if config.get("WARP_SPECIALIZE") and not (config["PERSISTENT"] and config["TMA"] and not config["SPLIT_TAIL"]
-                                                  and not config["EPILOGUE_SUBTILE"] and config["num_warps"] == 4
-                                                  and config["BLOCK_M"] >= 128):
+        if config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"]) > 128:
             return False
         if config["TMA"] and not tma_ok({**problem, "e": DTYPE_BYTES[dtype]}):
             return False
@@ -309,7 +276,7 @@ class Matmul(KernelFamily):
     def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
         # Triton tutorial 03's first config: what users copy
         return {"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 0, "PERSISTENT": 0,
-                "SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": 0, "WARP_SPECIALIZE": 0, "num_warps": 8, "num_stages": 3}
+                "SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": 0, "num_warps": 8, "num_stages": 3}
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
         import torch
@@ -359,7 +326,6 @@ class Matmul(KernelFamily):
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             args = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
-                    out if config.get("WARP_SPECIALIZE") else
                     TensorDescriptor.from_tensor(out, [bm, bn // (1 + config["EPILOGUE_SUBTILE"])]))
         else:
             args = (a, b, out)
@@ -367,7 +333,6 @@ class Matmul(KernelFamily):
         kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], TMA=config["TMA"],
                       PERSISTENT=config["PERSISTENT"], partials=partials, arrivals=arrivals, split_tiles=split_tiles,
                       splits=splits, SPLIT_TAIL=split_tail, EPILOGUE_SUBTILE=config["EPILOGUE_SUBTILE"],
-                      WARP_SPECIALIZE=config.get("WARP_SPECIALIZE", 0),
                       num_warps=config["num_warps"], num_stages=config["num_stages"])
         steps = [Launch(matmul_kernel, (programs,), args, kwargs, zero=() if arrivals is None else (arrivals,))]
         if split_tail == 2:
@@ -380,7 +345,7 @@ class Matmul(KernelFamily):
         M, N, K, bm, bn, bk, e = c["M"], c["N"], c["K"], c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"]
         tiles = tiles_of(c)
         split_tiles, parts = split_of(c, tiles)
-        threads = consumer_threads(c)
+        threads = 32 * c["num_warps"]
         acc = bm * bn / threads
         smem = smem_of(c)
         # fp32 accumulator plus one stage of operand fragments (two half-precision values a register)
@@ -393,7 +358,7 @@ class Matmul(KernelFamily):
             "splits": np.where(c["SPLIT_TAIL"] > 0, parts, 1.0),
             "smem": smem,
             "regs": regs,
-            "occupancy": resident_programs({**c, "num_warps": launched_warps(c)}, smem, regs),
+            "occupancy": resident_programs(c, smem, regs),
             "loop_trips": np.ceil(K / bk),
             "critical_steps": busiest_sm_steps(c, tiles, np.ceil(K / bk), np.where(splitting, split_tiles, 0.0), parts),
             "loop_remainder": np.mod(K, bk) / bk,
