@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from costmodel import dataset, hardware
-from costmodel.benchmark import STATUSES, Benchmarker, IsolatedBenchmarker, Measurement, interpreting
+from costmodel.benchmark import STATUSES, Benchmarker, GpuStuck, IsolatedBenchmarker, Measurement, interpreting
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
@@ -148,11 +148,13 @@ class GroupRecorder:
     def software(self) -> dict:
         return _software()
 
-    def measure(self, item: WorkItem, todo: list[Config] | None = None) -> tuple[list[Measurement], list[dict]]:
-        """Measure ``todo`` (default: the item's) and return (measurements, FILE_SCHEMA rows)."""
+    def measure(self, item: WorkItem, todo: list[Config] | None = None,
+                measured: list[Measurement] | None = None) -> tuple[list[Measurement], list[dict]]:
+        """Measure ``todo`` (default: the item's) and return (measurements, FILE_SCHEMA rows); ``measured``: rows
+        of measurements already taken, of ``todo``, instead."""
         g = item.group
         todo = item.todo if todo is None else todo
-        ms = self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
+        ms = measured if measured is not None else self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
         for m in ms:
             self.counts[m.status] += 1
         rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family,
@@ -264,13 +266,19 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
                     continue
                 view.describe(w.describe())
                 pace.begin()
-                ms, rows = recorder.measure(w)
+                try:
+                    ms, rows = recorder.measure(w)
+                except GpuStuck as e:  # keep what the group measured (the hang a timeout), then stop
+                    done = [(c, m) for c, m in zip(w.todo, e.measurements) if m is not None]
+                    writer.add(hw.gpu, w.group.family, recorder.measure(w, [c for c, _ in done], [m for _, m in done])[1])
+                    state = "gpu_stuck"
+                    raise
                 pace.measured(len(w.todo))
                 writer.add(hw.gpu, w.group.family, rows)
                 view.update(recorder.counts, best_ms(ms))
         writer.flush()
     except BaseException as e:
-        state = ended_by(e)
+        state = state if state == "gpu_stuck" else ended_by(e)
         raise
     finally:
         try:

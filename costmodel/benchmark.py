@@ -24,12 +24,27 @@ from dataclasses import asdict, dataclass, field
 from typing import Protocol
 
 from costmodel import hardware
+from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, KernelFamily, Problem
 
 STATUSES = ("ok", "compile_error", "out_of_resources", "runtime_error", "timeout", "wrong_result")
+# seconds a timing worker killed for a hang may take to exit. A process whose kernel never ends on the GPU waits in
+# the driver until its context is torn down; on the H200 a warp-specialised matmul that deadlocked (session 9)
+# stalled every step that met it for good, the waits for its worker included.
+KILL_WAIT_S = 15.0
 L2_FLUSH_BYTES = 256 * 2**20
+
+
+class GpuStuck(CostModelError):
+    """A timing worker killed for a hang did not exit within KILL_WAIT_S: its kernel likely still runs on the GPU,
+    and any time measured beside it would be shared with it. ``measurements``: the configs measured so far, in
+    order (None where not measured), the hanging one recorded as a timeout."""
+
+    def __init__(self, message: str, measurements: list | None = None):
+        super().__init__(message)
+        self.measurements = measurements or []
 
 
 @dataclass
@@ -498,12 +513,16 @@ class IsolatedBenchmarker:
         self._proc.start()
         child.close()
 
-    def _kill(self) -> None:
-        if self._proc is not None:
-            self._proc.kill()
-            self._proc.join()
-            self._proc = self._conn = None
-            self.restarts += 1
+    def _kill(self) -> bool:
+        """Kill the timing worker; whether it exited within KILL_WAIT_S (the next one starts afresh either way)."""
+        if self._proc is None:
+            return True
+        self._proc.kill()
+        self._proc.join(KILL_WAIT_S)
+        exited = not self._proc.is_alive()
+        self._proc = self._conn = None
+        self.restarts += 1
+        return exited
 
     def close(self) -> None:
         if self._proc is not None and self._proc.is_alive():
@@ -555,9 +574,13 @@ class IsolatedBenchmarker:
         fam = None if not self._pooled(family) else get_family(family)
         self.prefetch(family, problem, dtype, configs)  # every compile queued before the first is awaited
         results: list[Measurement | None] = [None] * len(configs)
-        for lo in range(0, len(configs), STREAM_CHUNK):
-            self._measure_chunk(fam, family, problem, dtype, configs, range(lo, min(lo + STREAM_CHUNK, len(configs))),
-                                results)
+        try:
+            for lo in range(0, len(configs), STREAM_CHUNK):
+                self._measure_chunk(fam, family, problem, dtype, configs,
+                                    range(lo, min(lo + STREAM_CHUNK, len(configs))), results)
+        except GpuStuck as e:
+            e.measurements = results
+            raise
         return results  # type: ignore[return-value]
 
     def _measure_chunk(self, fam, family: str, problem: Problem, dtype: str, configs: list[Config], chunk: range,
@@ -600,7 +623,7 @@ class IsolatedBenchmarker:
                 msg, ready = None, True  # worker died
             if msg is None:
                 status = "timeout" if not ready else "runtime_error"
-                self._kill()
+                exited = self._kill()
                 if not started:  # died before any config: the group itself cannot run
                     for i in todo:
                         if results[i] is None:
@@ -609,6 +632,10 @@ class IsolatedBenchmarker:
                 if in_flight is not None:  # else it died between configs (after reporting a CUDA error)
                     results[in_flight] = Measurement(configs[in_flight], status,
                                                      error=f"worker {'hung' if status == 'timeout' else 'died'}")
+                if not exited:
+                    raise GpuStuck(f"a config hung the GPU and its killed worker was still there {KILL_WAIT_S:.0f} s "
+                                   f"later: {configs[in_flight] if in_flight is not None else 'group set-up'}; "
+                                   "stopped, as later times would share the GPU with it (what was measured is kept)")
                 return [i for i in todo if results[i] is None]
             if msg[0] == "start":
                 in_flight, started = msg[1], True

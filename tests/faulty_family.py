@@ -2,7 +2,9 @@
 0 runs correctly, 1 raises, 2 kills its process (as an illegal memory access would), 3 hangs, 4 computes wrong,
 5 runs correctly but slowly (a run long enough to be killed mid-way), 6 raises a CUDA error (the worker reports
 it, then restarts: a CUDA error poisons the context), 7 stores near address 0: a real illegal memory access on
-the device (the CUDA error of 6, raised by the driver), a segmentation fault under the interpreter (the death of 2).
+the device (the CUDA error of 6, raised by the driver), a segmentation fault under the interpreter (the death of 2),
+8 spins in its kernel for good: on a GPU a kernel that never ends (as a deadlocked warp-specialised matmul did on the
+H200 in session 9), under the interpreter a hang of the worker (the hang of 3).
 On a GPU the compile pool runs ``launch`` too (compiling only), where 1, 2, 3 and 6 act before the timing worker
 sees them (3 then hangs the run); 0, 4, 5 and 7 reach the timing worker."""
 
@@ -31,10 +33,20 @@ def null_store_kernel(x, y, n, BLOCK: tl.constexpr):
     tl.store(page0 + offs, tl.load(x + offs, mask=offs < n))
 
 
+@triton.jit
+def spin_kernel(x, y, n, BLOCK: tl.constexpr):
+    """Waits for x[0] to change, which nothing writes: a kernel that never ends."""
+    first = tl.load(x, volatile=True)
+    spins = 0
+    while tl.load(x, volatile=True) == first:
+        spins += 1
+    tl.store(y, spins.to(tl.float32) + n)
+
+
 class Faulty(KernelFamily):
     name = "faulty"
     dims = ("N",)
-    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5, 6, 7)))
+    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0, 1, 2, 3, 4, 5, 6, 7, 8)))
     dtypes = ("float32",)
     tolerance = {"float32": 1e-5}
 
@@ -74,6 +86,8 @@ class Faulty(KernelFamily):
             time.sleep(0.1)
         factor = 3.0 if fault == 4 else 2.0
         n = problem["N"]
+        if fault == 8:
+            return launch(spin_kernel, (1,), (inputs[0], out, n), {"BLOCK": config["BLOCK"]}, warmup)
         if fault == 7:
             return launch(null_store_kernel, (triton.cdiv(n, config["BLOCK"]),), (inputs[0], out, n),
                           {"BLOCK": config["BLOCK"]}, warmup)

@@ -228,3 +228,58 @@ def test_complete_plans_only_what_a_whole_space_group_lacks(tmp_path, data_root)
     (item,) = plan_work([group], hw, lambda gids: dataset.measured_pairs(tmp_path, gids))
     assert item.gid == gid and {dataset.canonical_json(c) for c in item.todo} == dropped
     assert complete_plan(str(tmp_path), ["matmul"], None, hw, (DimBound.parse("M<0"),)) == []
+
+
+class _Unkillable:
+    """A timing worker process as one whose kernel never ends on the GPU looks to its parent: SIGKILL is sent, but the
+    process stays until the driver lets it go (here: until the test's cleanup kills it for real)."""
+
+    def __init__(self, proc):
+        self.proc, self.killed = proc, False
+
+    def kill(self):
+        self.killed = True
+
+    def join(self, timeout=None):
+        time.sleep(timeout or 0)
+
+    def is_alive(self):
+        return True
+
+    def __getattr__(self, name):
+        return getattr(self.proc, name)
+
+
+def test_a_hang_whose_worker_outlives_its_kill_stops_the_run_and_keeps_what_was_measured(tmp_path, monkeypatch):
+    """A config hangs (FAULT=3) and its killed worker does not go: the run stops at once ("gpu_stuck", one line),
+    the group's configs measured before it and the hang itself (a timeout) are written, nothing after it is timed,
+    and a resumed run would measure only the rest."""
+    from costmodel import benchmark
+
+    monkeypatch.setattr(benchmark, "KILL_WAIT_S", 0.2)
+    started = []
+    real_start = IsolatedBenchmarker._start
+
+    def start(self):
+        real_start(self)
+        started.append(self._proc)
+        self._proc = _Unkillable(self._proc)
+
+    monkeypatch.setattr(IsolatedBenchmarker, "_start", start)
+    ok, hang = {"BLOCK": 16, "FAULT": 0}, {"BLOCK": 16, "FAULT": 3}
+    plan = [GroupPlan(FAULTY, {"N": 50}, "float32", (ok, {"BLOCK": 32, "FAULT": 0}, hang, {"BLOCK": 32, "FAULT": 4}),
+                      False), GroupPlan(FAULTY, {"N": 60}, "float32", (ok,), False)]
+    t0 = time.perf_counter()
+    try:
+        with IsolatedBenchmarker(INTERPRETER, device="cpu", timeout_s=2) as bench:
+            with pytest.raises(benchmark.GpuStuck, match="hung the GPU"):
+                run_plan(plan, tmp_path, bench, INTERPRETER, run_id="stuck")
+    finally:
+        for p in started:
+            p.kill()
+    assert time.perf_counter() - t0 < 60
+    rows = {(json.loads(r["problem_json"])["N"], r["config_json"]): r["status"] for r in dataset.read(tmp_path).to_pylist()}
+    assert rows == {(50, dataset.canonical_json(ok)): "ok", (50, dataset.canonical_json({"BLOCK": 32, "FAULT": 0})): "ok",
+                    (50, dataset.canonical_json(hang)): "timeout"}
+    manifest = json.loads((tmp_path / "_manifests" / "stuck.json").read_text())
+    assert manifest["state"] == "gpu_stuck" and manifest["counts"]["timeout"] == 1

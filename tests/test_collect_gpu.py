@@ -51,3 +51,34 @@ def test_the_null_page_store_kills_an_interpreter_worker_too(tmp_path):
     assert restarts == 1
     assert len(rows) == 5 and all(r["status"] == "ok" for r in rows.values()), rows
     assert summary["counts"]["ok"] == 5
+
+
+@pytest.mark.gpu
+def test_a_kernel_that_never_ends_is_a_timeout_and_the_run_does_not_stall(tmp_path):
+    """A config whose kernel spins for good (FAULT=8). Its worker is killed after the timeout; either the killed
+    process goes and the run goes on (the spin a timeout, the rest ok), or it stays (its kernel still on the GPU) and
+    the run stops at once as "gpu_stuck" with the configs measured before it and the timeout written. Which of the
+    two the H200's driver does is what this test shows (session 9 saw a collect stall for good on such a kernel)."""
+    import time
+
+    from costmodel import hardware
+    from costmodel.benchmark import GpuStuck
+
+    hw, spin = hardware.current(), {"BLOCK": 16, "FAULT": 8}
+    plan = [GroupPlan(FAULTY, {"N": 200}, "float32", (OK16, spin, OK32), False),
+            GroupPlan(FAULTY, {"N": 333}, "float32", (OK16,), False)]
+    t0 = time.perf_counter()
+    with IsolatedBenchmarker(hw, compile_workers=2, timeout_s=5) as bench:
+        try:
+            summary = run_plan(plan, tmp_path, bench, hw, run_id="spin")
+        except GpuStuck:
+            summary = None
+    assert time.perf_counter() - t0 < 120
+    rows = {(json.loads(r["problem_json"])["N"], r["config_json"]): r["status"] for r in dataset.read(tmp_path).to_pylist()}
+    assert rows[(200, dataset.canonical_json(OK16))] == "ok" and rows[(200, dataset.canonical_json(spin))] == "timeout"
+    if summary is None:
+        print("the killed worker stayed: run stopped as gpu_stuck")
+        assert json.loads((tmp_path / "_manifests" / "spin.json").read_text())["state"] == "gpu_stuck"
+    else:
+        print("the killed worker went: run went on")
+        assert summary["state"] == "complete" and summary["counts"] == {**summary["counts"], "ok": 3, "timeout": 1}
