@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat smoke tune gap ncu split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat smoke tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -73,6 +73,10 @@ step_gap() {
 step_ncu() {  # after gap: Nsight Compute on its best configs and on cuBLAS
   timeout $(at_most ${NCU_TIMEOUT:-100000} 15) python3 scripts/ncu_matmul.py --rows $OUT/bench_matmul_gap.jsonl \
     --out $OUT/ncu_matmul.json ${NCU_ARGS:-} 2>&1 | tail -30
+}
+step_ws() {  # issue 17: warp-specialised matmuls with device descriptors (a hang ends only this step)
+  timeout $(at_most ${WS_TIMEOUT:-240} 15) python3 scripts/experiments/ws_probe.py --out $OUT/ws_probe.jsonl \
+    --previous scripts/results/bench_matmul_gap-h200-2026-12-01-s9.jsonl 2>&1 | tail -40
 }
 step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | no_json | tail -20; }
 step_split() {

@@ -20,8 +20,9 @@ Not a knob: Hopper warp specialisation (issue 17). cuBLAS's kernel for 3000x5000
 best on the H200, is one TMA producer and two consumer warpgroups (384 threads, Nsight Compute). Triton 3.6 builds
 that from this persistent loop marked ``warp_specialize`` with 4 warps (12 launched, setmaxnreg; C stored through
 pointers, since the pass splits the tile between the consumers and a host descriptor's block does not follow), but
-the compiled kernel hung at its first launch on the H200 (session 9; ``scripts/results/ws_hang-h200-2026-12-01-s9.txt``). Triton's
-own Hopper runs of its tutorial pass only with descriptors made on the device (``tl.make_tensor_descriptor``).
+the compiled kernel hung at its first launch on the H200 (session 9;
+``scripts/results/ws_hang-h200-2026-12-01-s9.txt``). Triton's own Hopper runs of its tutorial pass only with
+descriptors made on the device (``tl.make_tensor_descriptor``): ``scripts/experiments/ws_probe.py`` tries that.
 """
 
 from __future__ import annotations
