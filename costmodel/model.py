@@ -46,6 +46,8 @@ class TrainParams:
     subsample: float = 0.8
     colsample_bytree: float = 0.8
     min_child_weight: float = 1.0
+    # trees grown side by side each round on their own row and column samples, averaged (a bagged forest per round)
+    num_parallel_tree: int = 1
     # pairs per document are taken among each group's top this many (lambdarank_num_pair_per_sample)
     topk: int = 16
     valid_fraction: float = 0.15
@@ -63,7 +65,7 @@ class TrainParams:
             "objective": "rank:ndcg", "lambdarank_pair_method": "topk", "lambdarank_num_pair_per_sample": self.topk,
             "ndcg_exp_gain": False, "eval_metric": "ndcg@8", "tree_method": "hist", "max_depth": self.max_depth,
             "eta": self.learning_rate, "subsample": self.subsample, "colsample_bytree": self.colsample_bytree,
-            "min_child_weight": self.min_child_weight, "seed": self.seed,
+            "min_child_weight": self.min_child_weight, "num_parallel_tree": self.num_parallel_tree, "seed": self.seed,
             # on Dask each worker boosts with its own threads
             **({} if self.dask else {"nthread": self.nthread}),
         }
