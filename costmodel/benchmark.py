@@ -341,9 +341,7 @@ EAGER_ROUNDS = 3
 
 def time_eager(fn, device: str, budget_ms: float) -> float | None:
     """The per-call time of ``fn`` called back to back, as a loop in eager PyTorch runs it (no flush between
-    calls, so a launch that takes longer than the kernel shows): the median over rounds of elapsed / calls.
-    ``budget_ms`` is the time of all rounds together, at least EAGER_CALLS[0] calls a round. Each round used to
-    spend the whole budget: in session 9's sweeps of a compiled class, 15 ms of a config's 26 (0.16 ms kernels)."""
+    calls, so a launch that takes longer than the kernel shows): the median over rounds of elapsed / calls."""
     if device == "cpu":
         return None
     import torch
@@ -353,7 +351,7 @@ def time_eager(fn, device: str, budget_ms: float) -> float | None:
     fn()
     end.record()
     torch.cuda.synchronize()
-    calls = max(EAGER_CALLS[0], min(EAGER_CALLS[1], int(budget_ms / EAGER_ROUNDS / max(start.elapsed_time(end), 1e-3))))
+    calls = max(EAGER_CALLS[0], min(EAGER_CALLS[1], int(budget_ms / max(start.elapsed_time(end), 1e-3))))
     per_call = []
     for _ in range(EAGER_ROUNDS):
         start.record()
