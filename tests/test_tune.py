@@ -46,7 +46,8 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     ratios, random8 = [], []
     for family, problem, dtype, best in _groups(t):
         cands = bench.recorded_configs(family, problem, dtype)
-        res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands)
+        # judged by GPU time, as the recorded best is (the default objective, eager time, is lower: L2 stays warm)
+        res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands, objective="graph")
         assert res.benchmarked - res.second_round["configs"] in (8, 9) and res.candidates == len(cands)
         assert res.second_round["configs"] in ((8,) if res.second_round["ran"] else (0,))
         if res.default_latency_ms is not None:  # the default competes: tune never returns a slower config
