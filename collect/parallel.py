@@ -31,7 +31,7 @@ import pyarrow.dataset as ds
 from rich.console import Console
 
 from costmodel import dataset, hardware
-from costmodel.benchmark import IsolatedBenchmarker
+from costmodel.benchmark import GpuStuck, IsolatedBenchmarker
 from costmodel.errors import CostModelError
 from costmodel.hardware import HardwareRecord
 from collect.plan import GroupPlan
@@ -136,7 +136,12 @@ def measure_item(item: WorkItem, recorder: runner.GroupRecorder, writer: Publish
         t = dataset.read(out, ["config_json", "status", "__filename"], mine)
         found = {c: (st, f) for c, st, f in zip(*(t[k].to_pylist() for k in t.column_names))}
         todo = [c for c, key in zip(todo, wanted) if key not in found]
-    ms, rows = recorder.measure(item, todo)
+    try:
+        ms, rows = recorder.measure(item, todo)
+    except GpuStuck as e:  # keep what the group measured (the hang a timeout); the worker then stops the run
+        writer.add(recorder.hw.gpu, item.group.family, runner.rows_before_stuck(recorder, item, todo, e),
+                   tag=item.index)
+        raise
     writer.add(recorder.hw.gpu, item.group.family, rows, tag=item.index)
     counts = dict(collections.Counter(m.status for m in ms))
     runner.add_counts(counts, collections.Counter(st for st, _ in found.values()))
@@ -217,6 +222,10 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
                 report()
         except (KeyboardInterrupt, EOFError, BrokenPipeError):
             pass  # stopped, or the parent is gone: publish what is complete
+        except GpuStuck as e:  # the run stops: publish what was measured, then tell the parent why
+            writer.flush()
+            report()
+            conn.send(("error", f"worker {slot}: {e}"))
         finally:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal must not cut the last shard short
             signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -163,6 +163,12 @@ class GroupRecorder:
         return ms, rows
 
 
+def rows_before_stuck(recorder: GroupRecorder, item: WorkItem, todo: list[Config], stuck: GpuStuck) -> list[dict]:
+    """The rows of what measuring ``todo`` took before the GPU got stuck (the config that hung it a timeout)."""
+    done = [(c, m) for c, m in zip(todo, stuck.measurements) if m is not None]
+    return recorder.measure(item, [c for c, _ in done], [m for _, m in done])[1]
+
+
 def best_ms(ms: list[Measurement]) -> float | None:
     oks = [m.latency_ms for m in ms if m.ok]
     return min(oks) if oks else None
@@ -269,8 +275,7 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
                 try:
                     ms, rows = recorder.measure(w)
                 except GpuStuck as e:  # keep what the group measured (the hang a timeout), then stop
-                    done = [(c, m) for c, m in zip(w.todo, e.measurements) if m is not None]
-                    writer.add(hw.gpu, w.group.family, recorder.measure(w, [c for c, _ in done], [m for _, m in done])[1])
+                    writer.add(hw.gpu, w.group.family, rows_before_stuck(recorder, w, w.todo, e))
                     state = "gpu_stuck"
                     raise
                 pace.measured(len(w.todo))

@@ -470,3 +470,26 @@ def test_dask_trained_model_ranks_better_than_random(dask_cluster, slice_root, c
     ev = json.loads(stdout)
     assert ev["groups"] == r["heldout"]["groups"] > 0
     assert ev["top8_score"] > ev["random8_score"] and ev["top1_score"] > ev["random1_score"]
+
+
+def test_a_stuck_gpu_keeps_what_the_group_measured_and_stops_the_worker(tmp_path):
+    """measure_item under `collect --gpus`: when the GPU gets stuck (a hang whose worker outlived its kill) the rows
+    the group measured, the hang a timeout, go to the worker's writer tagged with the group, and the stop goes on up
+    (the worker then publishes and reports the error to the parent)."""
+    from costmodel.benchmark import GpuStuck
+
+    g = GroupPlan(FAULTY, {"N": 40}, "float32", tuple({"BLOCK": 16, "FAULT": f} for f in (0, 3, 4)), False)
+    item = runner.plan_work([g], HW)[0]
+
+    class Stuck(_Stub):
+        def measure(self, family, problem, dtype, configs):
+            first, hung = configs[0], configs[1]
+            raise GpuStuck("stuck", [Measurement(first, "ok", latency_ms=1.0), Measurement(hung, "timeout"), None])
+
+    writer = parallel.PublishingShardWriter(tmp_path, "r1-w0", 100)
+    with pytest.raises(GpuStuck):
+        parallel.measure_item(item, runner.GroupRecorder(Stuck(), HW, "r1"), writer, tmp_path)
+    writer.flush()
+    assert writer.published == [item.index]
+    rows = {r["config_json"]: r["status"] for r in dataset.read(tmp_path).to_pylist()}
+    assert rows == {dataset.canonical_json(item.todo[0]): "ok", dataset.canonical_json(item.todo[1]): "timeout"}
