@@ -154,7 +154,9 @@ class GroupRecorder:
         of measurements already taken, of ``todo``, instead."""
         g = item.group
         todo = item.todo if todo is None else todo
-        ms = measured if measured is not None else self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
+        ms = measured
+        if ms is None:
+            ms = self.bench.measure(g.family, g.problem, g.dtype, todo) if todo else []
         for m in ms:
             self.counts[m.status] += 1
         rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family,

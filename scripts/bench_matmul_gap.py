@@ -25,7 +25,7 @@ from pathlib import Path
 import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import against_torch, log, time_all  # noqa: E402
+from benchlib import against_torch, best_by_shape, log, shape_key, time_all  # noqa: E402
 
 from costmodel import benchmarks, hardware, space  # noqa: E402
 from costmodel.benchmark import IsolatedBenchmarker  # noqa: E402
@@ -62,15 +62,12 @@ def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, kno
 def main(only: str, knob_args: tuple[str, ...], previous: str | None, out: str) -> None:
     chosen = [SHAPES[int(i)] for i in only.split(",")] if only else SHAPES
     knobs = {k: int(v) for k, v in (a.split("=") for a in knob_args)}
-    former = {}
-    for line in open(previous) if previous else ():
-        if line.strip() and (r := json.loads(line)).get("best_config"):
-            former[(json.dumps(r["problem"], sort_keys=True), r["dtype"])] = r
+    former = best_by_shape(previous)
     hw = hardware.current()
     with IsolatedBenchmarker(hw) as bench, open(out, "a") as sink:
         for _, problem, dtype in chosen:
             log(f"matmul {problem} {dtype} {knobs or ''}")
-            prev = former.get((json.dumps(problem, sort_keys=True), dtype))
+            prev = former.get(shape_key(problem, dtype))
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"),
                    **measure_shape(problem, dtype, hw, bench, knobs, prev)}
             if not row["valid"]:

@@ -5,6 +5,7 @@ callables against each other in alternating order (torch.matmul against a config
 
 from __future__ import annotations
 
+import json
 import statistics
 import sys
 import time
@@ -111,3 +112,16 @@ def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench:
         f"{time.perf_counter() - t_compiled:.0f} s ({time.perf_counter() - t0:.0f} s in all): "
         f"best {min(oks, default=0):.4f} ms")
     return ms
+
+
+def best_by_shape(path: str | None) -> dict[tuple[str, str], dict]:
+    """The rows of a `bench_matmul_gap.py` output that found a best config, by (problem as sorted JSON, dtype)."""
+    rows = {}
+    for line in open(path) if path else ():
+        if line.strip() and (r := json.loads(line)).get("best_config"):
+            rows[shape_key(r["problem"], r["dtype"])] = r
+    return rows
+
+
+def shape_key(problem: dict, dtype: str) -> tuple[str, str]:
+    return json.dumps(problem, sort_keys=True), dtype

@@ -27,7 +27,7 @@ import triton.language as tl
 from costmodel.kernels.matmul import _tile_coords
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # scripts/: benchlib
-from benchlib import alternating, log  # noqa: E402
+from benchlib import alternating, best_by_shape, log, shape_key  # noqa: E402
 
 SHAPES = (({"M": 3000, "N": 5000, "K": 1000}, "bfloat16"), ({"M": 10000, "N": 2000, "K": 3000}, "float16"),
           ({"M": 6000, "N": 6000, "K": 6000}, "float16"), ({"M": 8192, "N": 3072, "K": 1000}, "bfloat16"))
@@ -77,15 +77,12 @@ def main(previous: str | None, watchdog: int, rounds: int, out: str) -> None:
 
     triton.set_allocator(lambda size, align, stream: torch.empty(size, device="cuda", dtype=torch.int8))
     hw, fam = hardware.current(), get_family("matmul")
-    former = {}
-    for line in open(previous) if previous else ():
-        if line.strip() and (r := json.loads(line)).get("best_config"):
-            former[(json.dumps(r["problem"], sort_keys=True), r["dtype"])] = r["best_config"]
+    former = best_by_shape(previous)
     with open(out, "a") as sink:
         for problem, dtype in SHAPES:
             a, b = fam.make_inputs(problem, dtype, "cuda")
             c, ref = fam.make_output(problem, dtype, "cuda"), (a @ b).float()
-            best = former.get((json.dumps(problem, sort_keys=True), dtype))
+            best = former.get(shape_key(problem, dtype), {}).get("best_config")
             for cfg in CONFIGS:
                 for ws in (False, True):
                     faulthandler.dump_traceback_later(watchdog, exit=True)
