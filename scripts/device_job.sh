@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat smoke startup tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat eager smoke startup tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -96,6 +96,7 @@ step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --
 step_split() {
   timeout 240 python3 scripts/experiments/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000
 }
+step_eager() { timeout $(at_most ${EAGER_TIMEOUT:-120} 15) python3 scripts/experiments/check_eager_budget.py --out $OUT/eager_budget.json 2>&1 | tail -3; }
 step_repeat() { timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3; }
 
 status=0 failed=""
