@@ -7,7 +7,7 @@ longer ones floored at 10 either way). Before any data is collected that way, th
 (group, config) pairs of that range, in one process, alternating which goes first: the new/old ratio against the
 old way's own repeat (old/old, the noise band), and the seconds each way took. Rows and a summary to --out.
 
-    PYTHONPATH=. python3 scripts/experiments/check_eager_budget.py [--pairs 60] [--out eager_budget.json]
+    PYTHONPATH=. python3 scripts/experiments/check_eager_budget.py [--pairs 40] [--out eager_budget.json]
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def both_ways(row: dict, hw, rounds: int) -> dict:
 
 @click.command()
 @click.option("--data", default="data")
-@click.option("--pairs", default=60)
+@click.option("--pairs", default=40)
 @click.option("--rounds", default=4)
 @click.option("--seed", default=0)
 @click.option("--out", default="eager_budget.json")
