@@ -23,6 +23,7 @@ import pyarrow.dataset as ds
 
 from costmodel import benchmarks, dataset, features, hardware
 from costmodel.errors import CostModelError
+from costmodel.kernels import family_names
 
 MODELS_DIR = Path(__file__).parent / "models"
 MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
@@ -109,7 +110,9 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
         gpu = gpus[0]
     # interpreter rows never train a GPU's model, even where a caller wrote them into its partition
     measured_on_gpu = (ds.field("hw_name") != interp.name) | ds.field("hw_name").is_null()
-    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu)
+    # this model is the Triton families': Helion kernels' rows (kernel "helion:<name>") have their own features
+    triton = ds.field("kernel").isin(family_names())
+    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & triton)
     if table.num_rows == 0:
         raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
     table = table.filter(np.logical_not(_named_rows(table)))  # a benchmark's problems never train (benchmarks.py)

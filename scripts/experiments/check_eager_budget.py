@@ -17,11 +17,12 @@ import time
 
 import click
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from costmodel import dataset, hardware
 from costmodel.benchmark import EAGER_ROUNDS, IsolatedBenchmarker, time_eager
-from costmodel.kernels import get_family
+from costmodel.kernels import family_names, get_family
 
 BUDGET_MS = IsolatedBenchmarker.budget_ms  # the collector's default
 
@@ -29,6 +30,7 @@ BUDGET_MS = IsolatedBenchmarker.budget_ms  # the collector's default
 def pairs_in_range(data: str, gpu: str, n: int, seed: int) -> list[dict]:
     t = dataset.read(data, ["gpu", "kernel", "problem_json", "dtype", "config_json", "status", "eager_ms"])
     t = t.filter(pc.and_(pc.equal(t["gpu"], gpu), pc.equal(t["status"], "ok")))
+    t = t.filter(pc.is_in(t["kernel"], pa.array(family_names())))  # the Triton families (fam.bind)
     eager = t["eager_ms"].to_numpy(zero_copy_only=False)
     keep = np.flatnonzero((eager >= 0.003) & (eager <= 0.4))  # where the per-round budget sets the call count
     idx = np.random.default_rng(seed).choice(keep, size=min(n, len(keep)), replace=False)
