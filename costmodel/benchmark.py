@@ -233,6 +233,7 @@ def _compile_helion(spec, hw: dict) -> dict:
     (``costmodel.helion.launch``); the timing worker's ``compile_config`` and first call then load it."""
     from costmodel.helion import launch
 
+    launch.load_modules()  # once per process, outside compile_s
     return _compiled(lambda: launch.compile_launch(spec), hw)
 
 
@@ -507,8 +508,8 @@ def _helion_call(fam, bound, config, args):
 
 def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Measurement:
     """One Helion config, compiled (``_helion_call``) and checked against the reference before the same timing as
-    a Triton family's; compile_s covers the compile and the first call. Helion allocates its output, so it is not
-    NaN-poisoned."""
+    a Triton family's; compile_s covers the compile and the first call (where the compile pool built the binary,
+    the caller records the pool's instead). Helion allocates its output, so it is not NaN-poisoned."""
     import torch
 
     t0 = time.perf_counter()

@@ -197,3 +197,23 @@ def test_helion_group_compiles_in_the_pool_on_the_gpu(tmp_path, monkeypatch):
     assert [m.compile_s for m in ms] == [r["compile_s"] + r["codegen_s"] for r in pooled]
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / ".triton" / "cache")
     assert per_config_s < 0.5, per_config_s
+
+
+def test_a_helion_launch_that_cannot_be_captured_is_left_to_the_timing_worker(monkeypatch):
+    """Where Helion cannot generate a config's code or its host function fails before launching, the pool's
+    answer is None (no status): the timing worker compiles the config itself and records what happens there."""
+    from costmodel import benchmark
+    from costmodel.hardware import KNOWN
+
+    def fails(*args):
+        raise RuntimeError("no code for this config")
+
+    launches = benchmark._HelionLaunches("cpu", 0)
+    monkeypatch.setattr(launches, "capture", fails)
+    started = []
+    fut = launches.submit("helion:softmax", {"M": 3, "N": 8}, "float16", {}, lambda: started.append(1),
+                          KNOWN["nvidia-h200"])
+    try:
+        assert fut.result(timeout=30) is None and not started
+    finally:
+        launches.close()

@@ -126,6 +126,13 @@ def run_options(options: dict) -> dict:
     return run
 
 
+def load_modules() -> None:
+    """Import what loading a generated module imports: helion (the module's own imports) and inductor's code cache,
+    5-15 s once in a fresh process on the 2-core CPU machine, which a compile's time should not carry."""
+    import helion  # noqa: F401
+    from torch._inductor.codecache import PyCodeCache  # noqa: F401
+
+
 def compile_launch(spec: LaunchSpec):
     """The Triton kernel of ``spec`` compiled for the active driver's target, tensors on the meta device; the
     CompiledKernel (into Triton's on-disk cache, not loaded)."""
