@@ -184,14 +184,17 @@ def test_helion_group_compiles_in_the_pool_on_the_gpu(tmp_path, monkeypatch):
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker
 
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")  # recorded, so that the benchmarker's pin is undone after the test
+    monkeypatch.delenv("TRITON_CACHE_DIR")
     monkeypatch.setenv("TRITON_HOME", str(tmp_path))
     fam, problem = families.get("softmax"), {"M": 1000, "N": 3000}
-    configs = families.candidates(fam.bind(problem, "float16", "cuda")[0], 12, seed=0)
+    configs = families.candidates(fam.bind(problem, "float16", "cuda")[0], 17, seed=0)
     with IsolatedBenchmarker(hardware.current(), device="cuda") as bench:
-        ms = bench.measure(fam.kernel, problem, "float16", configs)
+        ms = bench.measure(fam.kernel, problem, "float16", configs[:1])  # the worker's set-up: helion's import
+        timed_s = bench.timed_s
+        ms += bench.measure(fam.kernel, problem, "float16", configs[1:])
+        per_config_s = (bench.timed_s - timed_s) / len(configs[1:])
         pooled = [bench.pool.result(bench.pool.submit_helion(fam.kernel, problem, "float16", c)) for c in configs]
-        per_config_s = bench.timed_s / len(configs)
     assert [m.status for m in ms] == ["ok"] * len(configs), [m.error for m in ms]
     assert all(r is not None and r["status"] == "ok" for r in pooled), pooled
     assert [m.compile_s for m in ms] == [r["compile_s"] + r["codegen_s"] for r in pooled]
