@@ -17,8 +17,9 @@ import functools
 import math
 import multiprocessing as mp
 import os
+import threading
 import time
-from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import asdict, dataclass, field
 from typing import Protocol
@@ -223,12 +224,28 @@ def _compile_one(family: str, problem: Problem, dtype: str, config: Config, hw: 
 
 
 def _compile_locked(fam: KernelFamily, problem: Problem, dtype: str, config: Config, hw: dict) -> dict:
+    return _compiled(lambda: fam.launch(problem, *meta_inputs(fam, problem, dtype), config, HardwareRecord(**hw),
+                                        warmup=True), hw)
+
+
+def _compile_helion(spec, hw: dict) -> dict:
+    """Compile one Helion config's Triton kernel, as ``_compile_one`` a Triton family's, from its captured launch
+    (``costmodel.helion.launch``); the timing worker's ``compile_config`` and first call then load it."""
+    from costmodel.helion import launch
+
+    launch.load_modules()  # once per process, outside compile_s
+    return _compiled(lambda: launch.compile_launch(spec), hw)
+
+
+def _compiled(compile_kernel, hw: dict) -> dict:
+    """Run ``compile_kernel`` (a Triton CompiledKernel, not loaded) and build its launcher: the outcome as a status
+    and this process's seconds."""
     from triton.runtime import driver
     from triton.runtime.errors import OutOfResources
 
     t0 = time.perf_counter()
     try:
-        kernel = fam.launch(problem, *meta_inputs(fam, problem, dtype), config, HardwareRecord(**hw), warmup=True)
+        kernel = compile_kernel()
         driver.active.launcher_cls(kernel.src, kernel.metadata)  # the launcher is C, built once per signature
         if kernel.metadata.shared > hw["smem_per_block"]:  # what loading the binary would refuse
             raise OutOfResources(kernel.metadata.shared, hw["smem_per_block"], "shared memory")
@@ -238,34 +255,50 @@ def _compile_locked(fam: KernelFamily, problem: Problem, dtype: str, config: Con
 
 
 class CompilePool:
-    """Compiles each (family, compile_key) once, ahead of timing; futures are shared by every problem it serves."""
+    """Compiles each (family, compile_key) once, ahead of timing; futures are shared by every problem it serves.
+    A Helion config compiles once per (problem, dtype, config): its kernel is specialised to the shapes."""
 
-    def __init__(self, hw: HardwareRecord, workers: int):
+    def __init__(self, hw: HardwareRecord, workers: int, device: str = "cuda", seed: int = 0):
         self.hw, self.workers = hw, workers
         self._pool: ProcessPoolExecutor | None = None
+        self._lock = threading.Lock()  # the Helion capture thread starts the executor too
         self._futures: dict[tuple, Future] = {}
+        self._helion = _HelionLaunches(device, seed)
         self.spent = {"compile_s": 0.0, "lock_wait_s": 0.0}  # summed over its compiles: working, and waiting on a peer
 
     def _account(self, fut: Future) -> None:
-        if not fut.cancelled() and fut.exception() is None:
+        if not fut.cancelled() and fut.exception() is None and fut.result() is not None:
             for k in self.spent:
                 self.spent[k] += fut.result().get(k) or 0.0
 
     def _executor(self) -> ProcessPoolExecutor:
-        if self._pool is None:
-            self._pool = ProcessPoolExecutor(self.workers, mp_context=process_context(), initializer=_init_compile_process,
-                                             initargs=(dict(os.environ), self.hw.as_dict()))
-        return self._pool
+        with self._lock:
+            if self._pool is None:
+                self._pool = ProcessPoolExecutor(self.workers, mp_context=process_context(),
+                                                 initializer=_init_compile_process,
+                                                 initargs=(dict(os.environ), self.hw.as_dict()))
+            return self._pool
 
     def submit(self, fam: KernelFamily, family: str, problem: Problem, dtype: str, config: Config) -> Future:
-        key = (family, fam.compile_key(problem, dtype, config, self.hw))
+        return self._once((family, fam.compile_key(problem, dtype, config, self.hw)), lambda: self._executor().submit(
+            _compile_one, family, problem, dtype, config, self.hw.as_dict()))
+
+    def submit_helion(self, family: str, problem: Problem, dtype: str, config: Config) -> Future:
+        """A Helion config's compile (``_HelionLaunches``); its result None where its launch could not be
+        captured."""
+        from costmodel.dataset import canonical_json
+
+        return self._once((family, canonical_json(problem), dtype, canonical_json(config)),
+                          lambda: self._helion.submit(family, problem, dtype, config, self._executor, self.hw))
+
+    def _once(self, key: tuple, start) -> Future:
         fut = self._futures.get(key)
         if fut is None or (fut.done() and isinstance(fut.exception(), BrokenProcessPool)):
             try:
-                fut = self._executor().submit(_compile_one, family, problem, dtype, config, self.hw.as_dict())
+                fut = start()
             except BrokenProcessPool:
                 self._pool = None
-                fut = self._executor().submit(_compile_one, family, problem, dtype, config, self.hw.as_dict())
+                fut = start()
             self._futures[key] = fut
             fut.add_done_callback(self._account)
         return fut
@@ -293,6 +326,66 @@ class CompilePool:
                 if p.is_alive():
                     p.terminate()
             self._pool = None
+        self._helion.close()
+
+
+class _HelionLaunches:
+    """Helion configs' launches, captured in the benchmarker's process for its compile pool
+    (``costmodel.helion.launch``): the group's kernel bound on ``device`` as the timing worker binds it
+    (``_helion_bound``), each config generated by Helion and its launch captured, in one thread (code generation
+    takes 25-30 ms a config, which the caller's prefetch of a whole plan must not wait for), then compiled in the
+    pool. Configs come a group at a time, so one group's kernel and tensors are kept."""
+
+    def __init__(self, device: str, seed: int):
+        self.device, self.seed = device, seed
+        self._thread: ThreadPoolExecutor | None = None
+        self._group: tuple | None = None  # ((family, problem, dtype), bound kernel, args)
+
+    def submit(self, family: str, problem: Problem, dtype: str, config: Config, executor, hw: HardwareRecord) -> Future:
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="helion-capture")
+        out: Future = Future()
+        self._thread.submit(self._compile, out, family, problem, dtype, config, executor, hw)
+        return out
+
+    def _compile(self, out: Future, family, problem, dtype, config, executor, hw) -> None:
+        try:
+            spec = self.capture(family, problem, dtype, config)
+        except Exception:  # noqa: BLE001 - the timing worker compiles the config itself and records what happens
+            out.set_result(None)
+            return
+        try:
+            inner = executor().submit(_compile_helion, spec, hw.as_dict())
+        except BaseException as e:  # noqa: BLE001 - a broken pool: the caller's to handle
+            out.set_exception(e)
+            return
+        inner.add_done_callback(functools.partial(_relay, out, spec.codegen_s))
+
+    def capture(self, family: str, problem: Problem, dtype: str, config: Config):
+        from costmodel.helion import launch
+
+        key = (family, tuple(problem.items()), dtype)
+        if self._group is None or self._group[0] != key:
+            self._group = None  # the last group's tensors go before the next group's are made
+            _, _, args, bound = _helion_bound(family, problem, dtype, self.device, self.seed)
+            self._group = (key, bound, args)
+        return launch.capture(self._group[1], config, self._group[2])
+
+    def close(self) -> None:
+        if self._thread is not None:
+            self._thread.shutdown(wait=False, cancel_futures=True)
+            self._thread = None
+        self._group = None
+
+
+def _relay(out: Future, codegen_s: float, inner: Future) -> None:
+    """``inner``'s outcome as ``out``'s, with the seconds Helion's code generation took in the parent."""
+    if inner.cancelled():
+        out.cancel()
+    elif inner.exception() is not None:
+        out.set_exception(inner.exception())
+    else:
+        out.set_result({**inner.result(), "codegen_s": codegen_s})
 
 
 # --- the isolated timing worker -----------------------------------------------------------------------
@@ -415,8 +508,8 @@ def _helion_call(fam, bound, config, args):
 
 def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Measurement:
     """One Helion config, compiled (``_helion_call``) and checked against the reference before the same timing as
-    a Triton family's; compile_s covers the compile and the first call. Helion allocates its output, so it is not
-    NaN-poisoned."""
+    a Triton family's; compile_s covers the compile and the first call (where the compile pool built the binary,
+    the caller records the pool's instead). Helion allocates its output, so it is not NaN-poisoned."""
     import torch
 
     t0 = time.perf_counter()
@@ -428,16 +521,26 @@ def _measure_helion(fam, dtype, config, bound, args, ref, device, timing) -> Mea
                                timing)
 
 
+def _helion_bound(family: str, problem: Problem, dtype: str, device: str, seed: int):
+    """The Helion family of a group, its inputs, the kernel's arguments and the kernel bound to them (traced once
+    for the group, each config compiled from it): where the timing worker and the compile pool's capture both
+    bind it, so both generate the same code."""
+    from costmodel.helion import families as helion_families
+
+    hfam = helion_families.get(family)
+    inputs = hfam.make_inputs(problem, dtype, device, seed=seed)
+    args = hfam.args(problem, inputs)
+    return hfam, inputs, args, hfam.helion_kernel().bind(args)
+
+
 def _group_measurer(family: str, problem: Problem, dtype: str, hw: HardwareRecord, device: str, timing: dict,
                     seed: int):
     """A function measuring one config of the group: its inputs and reference made once."""
     from costmodel.helion import families as helion_families
 
     if helion_families.is_helion(family):
-        hfam = helion_families.get(family)
-        inputs = hfam.make_inputs(problem, dtype, device, seed=seed)
-        ref, args = hfam.reference(problem, inputs), hfam.args(problem, inputs)
-        bound = hfam.helion_kernel().bind(args)  # traced once for the group, each config compiled from it
+        hfam, inputs, args, bound = _helion_bound(family, problem, dtype, device, seed)
+        ref = hfam.reference(problem, inputs)
         return lambda config: _measure_helion(hfam, dtype, config, bound, args, ref, device, timing)
     fam = get_family(family)
     inputs = fam.make_inputs(problem, dtype, device, seed=seed)
@@ -495,7 +598,15 @@ class IsolatedBenchmarker:
 
     def __post_init__(self):
         workers = self.compile_workers or hardware.compile_workers(hardware.usable_cores())
-        self.pool = None if (interpreting() or self.device == "cpu") else CompilePool(self.hw, workers)
+        compiled_ahead = not (interpreting() or self.device == "cpu")
+        self.pool = CompilePool(self.hw, workers, self.device, self.seed) if compiled_ahead else None
+        if compiled_ahead:
+            from triton import knobs
+
+            # Helion's compile_config points TRITON_CACHE_DIR at a folder of its own where it is unset (1.4.0, 1.5.1),
+            # in whichever process compiles first (the timing worker, this one capturing): a worker would then look
+            # for a binary where the pool did not put it. Pinned here, all of them share Triton's own.
+            os.environ.setdefault("TRITON_CACHE_DIR", knobs.cache.dir)
         self._proc = self._conn = None
 
     @property
@@ -549,48 +660,54 @@ class IsolatedBenchmarker:
         and start the timing worker so that its CUDA set-up overlaps the compiles."""
         if self._proc is None or not self._proc.is_alive():
             self._start()
-        if self._pooled(family):
-            fam = get_family(family)
-            for c in configs:
-                self.pool.submit(fam, family, problem, dtype, c)
+        submit = self._submitter(family, problem, dtype)
+        for c in configs if submit else ():
+            submit(c)
 
     def ready(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> bool:
         """Whether every config is compiled (or failed to), so measuring it would not wait on the pool."""
-        if not self._pooled(family):
-            return True
-        fam = get_family(family)
-        return all(self.pool.submit(fam, family, problem, dtype, c).done() for c in configs)
+        submit = self._submitter(family, problem, dtype)
+        return submit is None or all(submit(c).done() for c in configs)
 
-    def _pooled(self, family: str) -> bool:
-        """Whether ``family``'s configs compile in the pool: Triton families' (a Helion config compiles at its
-        first call, in the timing worker)."""
+    def _submitter(self, family: str, problem: Problem, dtype: str):
+        """config -> the future of its compile in the pool, or None where nothing compiles in the pool (the
+        interpreter: each config compiles at its first call, in the timing worker). A Helion config's pool
+        compile is of the Triton code Helion generates for it; the worker still runs Helion's own
+        ``compile_config``, whose first call then loads the binary."""
         from costmodel.helion.families import is_helion
 
-        return self.pool is not None and not is_helion(family)
+        if self.pool is None:
+            return None
+        if is_helion(family):
+            return lambda c: self.pool.submit_helion(family, problem, dtype, c)
+        fam = get_family(family)
+        return lambda c: self.pool.submit(fam, family, problem, dtype, c)
 
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
         """Every config's measurement, in order. The configs go to the timing worker a chunk at a time, each as soon
         as its compiles are done, so the GPU times the first chunk while the pool compiles the rest."""
-        fam = None if not self._pooled(family) else get_family(family)
+        submit = self._submitter(family, problem, dtype)
         self.prefetch(family, problem, dtype, configs)  # every compile queued before the first is awaited
         results: list[Measurement | None] = [None] * len(configs)
         try:
             for lo in range(0, len(configs), STREAM_CHUNK):
-                self._measure_chunk(fam, family, problem, dtype, configs,
+                self._measure_chunk(submit, family, problem, dtype, configs,
                                     range(lo, min(lo + STREAM_CHUNK, len(configs))), results)
         except GpuStuck as e:
             e.measurements = results
             raise
         return results  # type: ignore[return-value]
 
-    def _measure_chunk(self, fam, family: str, problem: Problem, dtype: str, configs: list[Config], chunk: range,
+    def _measure_chunk(self, submit, family: str, problem: Problem, dtype: str, configs: list[Config], chunk: range,
                        results: list) -> None:
         compile_s: dict[int, float] = {}
         todo = []
         t0 = time.perf_counter()
         for i in chunk:
             c = configs[i]
-            info = self.pool.result(self.pool.submit(fam, family, problem, dtype, c)) if fam else None
+            info = self.pool.result(submit(c)) if submit else None
+            if info is not None:  # a Helion config's compile began with Helion's code generation, in this process
+                info = {**info, "compile_s": info["compile_s"] + info.get("codegen_s", 0.0)}
             if info is not None and info["status"] != "ok":
                 results[i] = Measurement(c, info["status"], compile_s=info["compile_s"], error=info.get("error"))
             else:

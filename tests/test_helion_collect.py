@@ -121,3 +121,102 @@ def test_helion_configs_compile_by_helion_under_triton_interpreter():
     assert [m.status for m in ms] == ["ok"] * 3, [m.error for m in ms]
     assert [m.config for m in ms] == configs
     assert all(0 <= m.rel_err <= fam.tolerance["float16"] and m.latency_ms > 0 and m.compile_s > 0 for m in ms)
+
+
+# --- Helion configs compiled in the benchmarker's compile pool ---------------------------------------------------
+
+def _pool_check(mode: str, cache: Path, family: str, n: int) -> list[dict]:
+    """tests/helion_scripts/pool_check.py in a process of its own (outside TRITON_INTERPRET, which the suite sets:
+    the sm_90 compile needs Triton's CUDA backend)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(Path(__import__("helion").__file__).resolve().parents[1])])
+    r = subprocess.run([sys.executable, str(ROOT / "tests" / "helion_scripts" / "pool_check.py"), mode, str(cache),
+                        family, str(n)], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return json.loads(r.stdout.strip().splitlines()[-1])["results"]
+
+
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+@pytest.mark.parametrize("family", ["matmul", "softmax"])
+def test_helion_configs_compile_in_the_pool_and_the_worker_loads_them(tmp_path, family):
+    """Each config's launch captured by the benchmarker (its Helion thread) and compiled for sm_90 in another
+    process; then a fresh process on the timing worker's path (Helion's compile_config and first call) adds
+    nothing to Triton's cache for those configs: it found each binary there. A config no pool compiled adds one,
+    so a missed key would show. (Two configs may make one binary: softmax's do.)"""
+    cache, n = tmp_path / "triton", 4
+    pooled = _pool_check("pool", cache, family, n)
+    assert [r["status"] for r in pooled] == ["ok"] * n, pooled
+    assert all(r["compile_s"] > 0 and r["codegen_s"] > 0 for r in pooled)
+    worker = _pool_check("worker", cache, family, n)
+    assert [r["new_entries"] for r in worker] == [0] * n + [1], worker
+
+
+def test_a_launch_description_rebuilds_a_tensor_descriptor_over_a_meta_tensor():
+    """Helion passes Triton TensorDescriptors to the kernel under host tensor-descriptor indexing: described by
+    their fields, they pickle, and come back over a meta base of the same shape, stride and dtype."""
+    import pickle
+
+    import torch
+    from triton.tools.tensor_descriptor import TensorDescriptor
+
+    from costmodel.helion import launch
+
+    base = torch.empty(64, 48, dtype=torch.float16)[:, :32]
+    args = (TensorDescriptor.from_tensor(base, [16, 16]), base, 7, None)
+    desc = pickle.loads(pickle.dumps(launch.describe(args)))
+    td, t, seven, none = launch.rebuild(desc)
+    assert isinstance(td, TensorDescriptor) and td.base.device.type == "meta"
+    assert (td.base.shape, td.base.stride(), td.base.dtype) == (base.shape, (48, 1), torch.float16)
+    assert list(td.shape) == [64, 32] and list(td.strides) == [48, 1] and td.block_shape == [16, 16]
+    assert t.device.type == "meta" and t.stride() == (48, 1) and (seven, none) == (7, None)
+    with pytest.raises(ValueError, match="aligned"):  # a meta tensor would claim an alignment the real one lacks
+        launch.describe(torch.empty(9, dtype=torch.float16)[1:])
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+def test_helion_group_compiles_in_the_pool_on_the_gpu(tmp_path, monkeypatch):
+    """A helion:softmax group through the IsolatedBenchmarker: every config ok, each compiled by the pool (its
+    compile_s the pool's plus Helion's code generation in the parent), so the timing worker's first call of each
+    loaded a binary (Triton's compile of one took about 2 s in the worker on the H200, the worker's whole hand-over
+    of a config here well under a second). A fresh Triton home and no TRITON_CACHE_DIR: Helion would point the
+    worker's Triton cache at its own folder, away from the pool's, but for the benchmarker's pin."""
+    from costmodel import hardware
+    from costmodel.benchmark import IsolatedBenchmarker
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", "")  # recorded, so that the benchmarker's pin is undone after the test
+    monkeypatch.delenv("TRITON_CACHE_DIR")
+    monkeypatch.setenv("TRITON_HOME", str(tmp_path))
+    fam, problem = families.get("softmax"), {"M": 1000, "N": 3000}
+    configs = families.candidates(fam.bind(problem, "float16", "cuda")[0], 17, seed=0)
+    with IsolatedBenchmarker(hardware.current(), device="cuda") as bench:
+        ms = bench.measure(fam.kernel, problem, "float16", configs[:1])  # the worker's set-up: helion's import
+        timed_s = bench.timed_s
+        ms += bench.measure(fam.kernel, problem, "float16", configs[1:])
+        per_config_s = (bench.timed_s - timed_s) / len(configs[1:])
+        pooled = [bench.pool.result(bench.pool.submit_helion(fam.kernel, problem, "float16", c)) for c in configs]
+    assert [m.status for m in ms] == ["ok"] * len(configs), [m.error for m in ms]
+    assert all(r is not None and r["status"] == "ok" for r in pooled), pooled
+    assert [m.compile_s for m in ms] == [r["compile_s"] + r["codegen_s"] for r in pooled]
+    assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / ".triton" / "cache")
+    assert per_config_s < 0.5, per_config_s
+
+
+def test_a_helion_launch_that_cannot_be_captured_is_left_to_the_timing_worker(monkeypatch):
+    """Where Helion cannot generate a config's code or its host function fails before launching, the pool's
+    answer is None (no status): the timing worker compiles the config itself and records what happens there."""
+    from costmodel import benchmark
+    from costmodel.hardware import KNOWN
+
+    def fails(*args):
+        raise RuntimeError("no code for this config")
+
+    launches = benchmark._HelionLaunches("cpu", 0)
+    monkeypatch.setattr(launches, "capture", fails)
+    started = []
+    fut = launches.submit("helion:softmax", {"M": 3, "N": 8}, "float16", {}, lambda: started.append(1),
+                          KNOWN["nvidia-h200"])
+    try:
+        assert fut.result(timeout=30) is None and not started
+    finally:
+        launches.close()

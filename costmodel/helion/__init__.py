@@ -37,9 +37,14 @@ Rows in the existing Parquet schema
 Collecting (``costmodel collect --kernel helion:<name>``)
 - ``collect.plan.helion_plan``: problems from the family, configs from ``families.candidates`` of the kernel bound
   on the timing device; a ground-truth group takes a random population of ``HELION_SWEEP`` (1,000) configs.
-- ``benchmark.IsolatedBenchmarker`` times each config in its isolated worker: the group's kernel bound once, each
-  config compiled by Helion's ``compile_config`` there (not in the Triton compile pool), its output checked against
-  the family's reference, then the same timing functions as a Triton family's. Under ``HELION_INTERPRET=1``
+- ``benchmark.IsolatedBenchmarker`` compiles each config ahead in its compile pool, as a Triton family's: the
+  benchmarker's process binds the group's kernel on the device, as the timing worker does, and in a thread has
+  Helion generate each config's code and captures its Triton launch (``launch.py``: Helion's ``_launcher``
+  keyword; about 30 ms a config), which a pool process compiles on meta tensors into Triton's on-disk cache. The
+  timing worker then binds the kernel once per group, compiles each config by Helion's ``compile_config`` (its
+  first call loads the pool's binary), checks its output against the family's reference, then runs the same
+  timing functions as a Triton family's; a config whose launch could not be captured compiles there, at its first
+  call, as before. Under ``HELION_INTERPRET=1``
   (Helion's reference mode: eager torch on CPU tensors, the config ignored; not beside TRITON_INTERPRET=1) rows go
   to ``gpu=interpreter`` like Triton interpreter rows, and no model trains on them.
 
