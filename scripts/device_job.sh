@@ -96,7 +96,7 @@ step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --
 step_split() {
   timeout 240 python3 scripts/experiments/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000
 }
-step_eager() { timeout $(at_most ${EAGER_TIMEOUT:-120} 15) python3 scripts/experiments/check_eager_budget.py --out $OUT/eager_budget.json 2>&1 | tail -3; }
+step_eager() { timeout $(at_most ${EAGER_TIMEOUT:-120} 15) python3 scripts/experiments/check_eager_budget.py --out $OUT/eager_budget.json ${EAGER_ARGS:-} 2>&1 | tail -3; }
 step_repeat() { timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3; }
 
 status=0 failed=""
