@@ -42,6 +42,13 @@ class CpuCache(local_cache.LocalAutotuneCache):
             local_cache.extract_device, local_cache.get_device_name = orig
 
 
+class NoTimer:
+    """A timer where nothing may be timed (the default one would compile on this CPU)."""
+
+    def measure(self, *a):
+        raise AssertionError("timed where nothing should be")
+
+
 @pytest.fixture(scope="module")
 def rows():
     table, gpu = model.training_table(ROOT / "data", GPU, helion_model.FEATURES)
@@ -141,6 +148,10 @@ def test_replay_times_the_top_k_and_returns_the_fastest(rows, trained):
     asked = [configs.config_json(c) for c in replay.asked[0]]
     assert len(replay.asked) == 1 and len(recorded) > K + 1
     top = [configs.config_json(c) for c in ranked[:K]]
+    scores = helion_model.score(helion_model.load(trained), "helion:matmul", problem, dtype,
+                                [configs.config_json(c) for c in recorded])
+    by_score = [configs.config_json(recorded[i]) for i in np.argsort(-scores, kind="stable")[:K]]
+    assert top == by_score  # the model's top k, not the candidates' order
     assert asked[:K] == top and set(asked) == set(top) | {configs.config_json(default)}  # top-k + default only
     ms = {c: replay.latency[c] for c in asked if c in replay.latency}
     assert configs.config_json(default) in ms  # the H200's default of this group is a recorded row
@@ -149,10 +160,6 @@ def test_replay_times_the_top_k_and_returns_the_fastest(rows, trained):
     assert tuner.last["best"]["ms"] == ms[best] and tuner.last["candidates"] == len(recorded)
 
     # stored where Helion's cache finds it: another tuner answers without timing anything
-    class NoTimer:
-        def measure(self, *a):
-            raise AssertionError("a cached shape was timed again")
-
     again = htune.CostModelAutotuner(trained, timer=NoTimer(), gpu=GPU, helion_version="1.4.0")
     assert configs.config_json(again(*_bound("helion:matmul", problem, dtype)).autotune()) == best
     assert list(Path(local_cache.get_helion_cache_dir()).glob("*.best_config"))
@@ -220,7 +227,8 @@ def _fallback(tuner, rows, cm_dir):
 
 def test_version_mismatch_hands_over_to_helions_search_with_the_models_seeds(rows, trained, fake_search):
     recorded = [json.loads(c) for c in _matmul_group(rows)[0]["config_json"].to_pylist()]
-    tuner = htune.CostModelAutotuner(trained, candidates=lambda b: recorded, gpu=GPU, helion_version="0.9.9")
+    tuner = htune.CostModelAutotuner(trained, candidates=lambda b: recorded, gpu=GPU, helion_version="0.9.9",
+                                     timer=NoTimer())
     message, want = _fallback(tuner, rows, trained)
     assert "Helion 0.9.9" in message and "1.4.0" in message
     assert len(fake_search.seeds) == 2  # Helion's search was asked, each time
@@ -230,7 +238,8 @@ def test_version_mismatch_hands_over_to_helions_search_with_the_models_seeds(row
 def test_unknown_gpu_hands_over_with_another_gpus_model(rows, trained, fake_search, monkeypatch):
     monkeypatch.setattr(model, "MODELS_DIR", Path(trained).parents[1])  # the only Helion model: the H200's
     recorded = [json.loads(c) for c in _matmul_group(rows)[0]["config_json"].to_pylist()]
-    tuner = htune.CostModelAutotuner(candidates=lambda b: recorded, gpu="nvidia-b300", helion_version="1.4.0")
+    tuner = htune.CostModelAutotuner(candidates=lambda b: recorded, gpu="nvidia-b300", helion_version="1.4.0",
+                                     timer=NoTimer())
     message, want = _fallback(tuner, rows, trained)
     assert "nvidia-b300" in message
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want
