@@ -7,6 +7,9 @@ Helion version it was not trained on, a GPU without a model) it warns once and h
 (mocked here: nothing runs on a GPU) with the model's top configs as seeds. Skipped where helion does not import."""
 
 import json
+import os
+import subprocess
+import sys
 import warnings
 from pathlib import Path
 
@@ -243,3 +246,29 @@ def test_unknown_gpu_hands_over_with_another_gpus_model(rows, trained, fake_sear
     message, want = _fallback(tuner, rows, trained)
     assert "nvidia-b300" in message
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want
+
+
+# --- on the GPU ------------------------------------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_autotuner_fn_on_the_gpu(trained, tmp_path):
+    """A kernel call tunes through Helion's compile-and-benchmark path (the top-k and the default timed, the result
+    correct and never slower than the default), and a second process answers from Helion's cache."""
+    env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
+        [str(ROOT), os.environ.get("PYTHONPATH", "")])}
+
+    def run(mode):
+        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode],
+                           env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    first = run("tune")
+    last = first["last"]
+    assert first["rel_err"] <= first["tolerance"]
+    assert last["candidates"] == 300 and len(last["timed"]) <= 5
+    assert last["default_ms"] is not None and last["best"]["ms"] <= last["default_ms"]
+    cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]
+    assert configs.config_json(json.loads(cached)) == configs.config_json(last["best"]["config"])
+    second = run("cached")  # NoTimer: any timing fails the call
+    assert second["last"] == {} and second["rel_err"] <= second["tolerance"]
