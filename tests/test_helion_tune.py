@@ -215,14 +215,15 @@ def fake_search(monkeypatch):
     return FakeSearch
 
 
-def _fallback(tuner, rows, cm_dir):
-    group, problem, dtype = _matmul_group(rows)
-    bound, args = _bound("helion:matmul", problem, dtype)
+def _fallback(tuner, rows, cm_dir, kernel="helion:matmul", problem=None, dtype="float16"):
+    if problem is None:
+        _, problem, dtype = _matmul_group(rows)
+    bound, args = _bound(kernel, problem, dtype)
     with pytest.warns(htune.HelionFallbackWarning) as w:
         tuner(bound, args).autotune()
     with warnings.catch_warnings():
         warnings.simplefilter("error", htune.HelionFallbackWarning)  # said once
-        tuner(*_bound("helion:matmul", problem, dtype)).autotune(skip_cache=True)
+        tuner(*_bound(kernel, problem, dtype)).autotune(skip_cache=True)
     ranked, _ = tuner.ranked(helion_model.load(cm_dir), bound, args)
     want = [configs.config_json(c) for c in ranked[: tuner.n_seeds]]
     return str(w[0].message), want
@@ -246,6 +247,14 @@ def test_unknown_gpu_hands_over_with_another_gpus_model(rows, trained, fake_sear
     message, want = _fallback(tuner, rows, trained)
     assert "nvidia-b300" in message
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want
+
+
+def test_a_kernel_unlike_the_data_hands_over(rows, trained, fake_search):
+    """SwiGLU tiles two dims with no reduction; the recorded kernels tile one with a reduction, or three."""
+    tuner = htune.CostModelAutotuner(trained, candidates=40, gpu=GPU, helion_version="1.4.0", timer=NoTimer())
+    message, want = _fallback(tuner, rows, trained, "helion:swiglu", {"M": 37, "N": 96})
+    assert "swiglu: 2 tiled dims and 0 reductions" in message
+    assert [configs.config_json(c) for c in fake_search.seeds[0]] == want and len(want) == tuner.n_seeds
 
 
 # --- on the GPU ------------------------------------------------------------------------------------------

@@ -189,7 +189,7 @@ class CostModelAutotuner:
         try:
             cm = helion_model.load(self.model or gpu, gpu) if (self.model or gpu) else None
         except CostModelError as e:
-            return _any_model(), f"no usable Helion cost model for GPU {gpu}: {e}"
+            return _any_model(self.model), f"no usable Helion cost model for GPU {gpu}: {e}"
         if cm is None:
             return _any_model(), "no Helion cost model without a CUDA GPU (pass gpu= to replay a GPU's rows)"
         if version not in cm.meta.get("helion_versions", []):
@@ -238,9 +238,10 @@ class CostModelAutotuner:
         return tuner
 
 
-def _any_model() -> model.CostModel | None:
-    """A shipped Helion model of any GPU (its top configs seed Helion's search better than none), or None."""
-    for d in sorted(model.MODELS_DIR.glob("*/helion")):
+def _any_model(asked: str | None = None) -> model.CostModel | None:
+    """The Helion model the caller named whatever its GPU, else a shipped one of any GPU (its top configs seed
+    Helion's search better than none), or None."""
+    for d in [*([asked] if asked else []), *sorted(model.MODELS_DIR.glob("*/helion"))]:
         try:
             return helion_model.load(d)
         except CostModelError:
