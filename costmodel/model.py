@@ -24,6 +24,7 @@ import pyarrow.dataset as ds
 
 from costmodel import benchmarks, dataset, features, hardware
 from costmodel.errors import CostModelError
+from costmodel.kernels import family_names
 
 MODELS_DIR = Path(__file__).parent / "models"
 MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
@@ -86,8 +87,10 @@ class TrainParams:
     min_child_weight: float = 1.0
     # trees grown side by side each round on their own row and column samples, averaged (a bagged forest per round)
     num_parallel_tree: int = 1
-    # pairs per document are taken among each group's top this many (lambdarank_num_pair_per_sample)
-    topk: int = 16
+    # pairs per document are taken among each group's top this many (lambdarank_num_pair_per_sample). 8 over 16
+    # (session 10, inner splits 1-3 of 86,151 rows, scripts/compare_params.py --inner): whole-space groups' top-8
+    # 0.987 vs 0.977, p10 0.984 vs 0.941, matmul 0.928 vs 0.887, top-1 level (0.929 both); 4: 0.984, 0.962
+    topk: int = 8
     valid_fraction: float = 0.15
     # training labels are gains ** gain_power: a sharper gain makes the ranker care most about the fastest
     # configs, which is what top-k tuning needs (on inner validation splits of the training groups, power 3 raised
@@ -148,7 +151,9 @@ def training_table(root: str | Path, gpu: str | None = None, fs: FeatureSet = TR
         gpu = gpus[0]
     # interpreter rows never train a GPU's model, even where a caller wrote them into its partition
     measured_on_gpu = (ds.field("hw_name") != interp.name) | ds.field("hw_name").is_null()
-    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu)
+    # this model is the Triton families': Helion kernels' rows (kernel "helion:<name>") have their own features
+    triton = ds.field("kernel").isin(family_names())
+    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & triton)
     if table.num_rows == 0:
         raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
     table = table.filter(np.logical_not(_named_rows(table)))  # a benchmark's problems never train (benchmarks.py)

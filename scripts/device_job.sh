@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat smoke tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat eager smoke startup tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -74,14 +74,29 @@ step_ncu() {  # after gap: Nsight Compute on its best configs and on cuBLAS
   timeout $(at_most ${NCU_TIMEOUT:-100000} 15) python3 scripts/ncu_matmul.py --rows $OUT/bench_matmul_gap.jsonl \
     --out $OUT/ncu_matmul.json ${NCU_ARGS:-} 2>&1 | tail -30
 }
-step_ws() {  # issue 17: warp-specialised matmuls with device descriptors (a hang ends only this step)
+step_ws() {  # issue 17: warp-specialised matmuls with device descriptors (a hang ends only this step); the family's
+  # best of each shape from session 9's gap rows and from this call's (after a gap step), the later row winning
+  cat scripts/results/bench_matmul_gap-h200-2026-12-01-s9.jsonl $OUT/bench_matmul_gap.jsonl 2>/dev/null > /tmp/previous.jsonl
   timeout $(at_most ${WS_TIMEOUT:-240} 15) python3 scripts/experiments/ws_probe.py --out $OUT/ws_probe.jsonl \
-    --previous scripts/results/bench_matmul_gap-h200-2026-12-01-s9.jsonl 2>&1 | tail -40
+    --previous /tmp/previous.jsonl 2>&1 | tail -40
+}
+step_startup() {  # issue 16: where a cold `costmodel tune` command's wall goes (since_start_s), a new process a shape
+  local shape
+  for shape in "matmul M=2000,N=3000,K=1500 float16" "rmsnorm M=8192,N=5120 bfloat16" "attention B=4,H=8,S=700,D=64,CAUSAL=1 float16"; do
+    set -- $shape
+    local t0=$EPOCHREALTIME
+    timeout 120 python3 -m costmodel tune --kernel $1 --shape $2 --dtype $3 --no-cache --json > /tmp/startup.json \
+      || echo "tune $shape failed"
+    python3 -c "import json,sys; r=json.load(open('/tmp/startup.json')); print(json.dumps({'shape': sys.argv[1], \
+'command_s': float(sys.argv[2]), 'wall_s': r.get('wall_s'), 'phases_s': r.get('phases_s'), \
+'since_start_s': r.get('since_start_s')}))" "$shape" "$(python3 -c "print($EPOCHREALTIME - $t0)")" | tee -a $OUT/startup.jsonl
+  done
 }
 step_sweep() { timeout ${SWEEP_TIMEOUT:-300} python3 scripts/sweep_problem.py --out $OUT/sweep.json 2>&1 | no_json | tail -20; }
 step_split() {
   timeout 240 python3 scripts/experiments/bench_split_tail.py --out $OUT/split_tail.json 2>&1 | tail -c 3000
 }
+step_eager() { timeout $(at_most ${EAGER_TIMEOUT:-120} 15) python3 scripts/experiments/check_eager_budget.py --out $OUT/eager_budget.json 2>&1 | tail -3; }
 step_repeat() { timeout 100 python3 scripts/bench_repeat.py --data /tmp/data --out $OUT/repeat.json 2>&1 | tail -3; }
 
 status=0 failed=""

@@ -196,3 +196,18 @@ def test_benchmark_problems_stay_out_of_data_plans_and_training(data_root, monke
     kept, _ = model.training_table(data_root)
     assert kept.num_rows == table.num_rows - pc.sum(both).as_py() > 0
     assert not pc.any(pc.and_(pc.equal(kept["kernel"], kernel), pc.equal(kept["problem_json"], problem))).as_py()
+
+
+def test_the_triton_model_trains_on_triton_families_only(data_root):
+    """data/ holds Helion rows (kernel "helion:<name>", features of their own) beside the Triton families': the
+    Triton model's training table takes only the families costmodel/kernels registers, and reading it needs no
+    Helion (whose import failing once stopped `train` on data with Helion rows)."""
+    from costmodel.kernels import family_names
+
+    every = dataset.read(data_root, ["kernel"])
+    helion_rows = pc.sum(pc.starts_with(every["kernel"], "helion:")).as_py()
+    if not helion_rows:
+        pytest.skip("no Helion rows under the data root")
+    table, _ = model.training_table(data_root)
+    assert set(table["kernel"].to_pylist()) == set(family_names())
+    assert table.num_rows > 0 and every.num_rows > table.num_rows
