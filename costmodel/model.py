@@ -45,15 +45,11 @@ class FeatureSet:
     names: tuple[str, ...]
     schema_version: int
     matrix: Callable[[pa.Table], np.ndarray]  # rows x len(names), float32, NaN where a feature does not apply
-    is_kind: Callable[[pa.Table], np.ndarray]  # which rows of a table are this kind's kernels
-
-
-def _triton_rows(table: pa.Table) -> np.ndarray:
-    return np.logical_not(np.asarray(pc.fill_null(pc.starts_with(table["kernel"], "helion:"), False)))
+    kernels: Callable[[], list[str]]  # the dataset kernel names of this kind (what its model trains on)
 
 
 TRITON = FeatureSet("triton", features.FEATURE_NAMES, features.FEATURE_SCHEMA_VERSION, features.feature_matrix,
-                    _triton_rows)
+                    family_names)
 
 
 def feature_set(name: str | None) -> FeatureSet:
@@ -151,15 +147,13 @@ def training_table(root: str | Path, gpu: str | None = None, fs: FeatureSet = TR
         gpu = gpus[0]
     # interpreter rows never train a GPU's model, even where a caller wrote them into its partition
     measured_on_gpu = (ds.field("hw_name") != interp.name) | ds.field("hw_name").is_null()
-    # this model is the Triton families': Helion kernels' rows (kernel "helion:<name>") have their own features
-    triton = ds.field("kernel").isin(family_names())
-    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & triton)
+    # a model trains on its own kind's kernels: the Triton families', or the Helion kernels' ("helion:<name>")
+    kind = ds.field("kernel").isin(fs.kernels())
+    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & kind)
     if table.num_rows == 0:
-        raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
+        raise CostModelError(f"no {'' if fs is TRITON else fs.name + ' '}measurements for GPU {gpu} under {root} "
+                             f"(GPUs there: {', '.join(gpus) or 'none'})")
     table = table.filter(np.logical_not(_named_rows(table)))  # a benchmark's problems never train (benchmarks.py)
-    table = table.filter(fs.is_kind(table))
-    if table.num_rows == 0:
-        raise CostModelError(f"no {fs.name} kernel's measurements for GPU {gpu} under {root}")
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu
 
 

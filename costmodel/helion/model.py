@@ -53,11 +53,13 @@ def table_matrix(table: pa.Table) -> np.ndarray:
     return matrix(table["kernel"].to_pylist(), problems, table["dtype"].to_pylist(), table["config_json"].to_pylist())
 
 
-def _helion_rows(table: pa.Table) -> np.ndarray:
-    return np.asarray(pc.fill_null(pc.starts_with(table["kernel"], "helion:"), False))
+def _kernels() -> list[str]:
+    from costmodel.helion import families
+
+    return [f.kernel for f in families.FAMILIES.values()]
 
 
-FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _helion_rows)
+FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kernels)
 
 
 def model_dir(gpu: str) -> Path:
