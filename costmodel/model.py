@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 from dataclasses import asdict, dataclass
+from typing import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -30,7 +31,40 @@ MODEL_FILE, META_FILE, CARD_FILE = "model.ubj", "meta.json", "MODEL_CARD.md"
 META_VERSION = 1
 # columns training and evaluation read: features' inputs, group identity and the measured result
 TRAIN_COLUMNS = (*features.COLUMNS, "gpu", "hw_name", "group_id", "source_hash", "exhaustive", "problem_json",
-                 "config_json", "status", "latency_ms")
+                 "config_json", "status", "latency_ms", "helion_version")
+
+
+@dataclass(frozen=True)
+class FeatureSet:
+    """How rows of one kind of kernel become features: the seam between this module's ranking machinery (labels,
+    fit, save/load, the schema check) and a kind's features. ``triton`` (costmodel/features.py) is every model
+    shipped before Helion; ``helion`` (costmodel/helion/model.py) reads Helion configs. A model's meta.json names
+    its set (no name: triton, as every meta written before the seam)."""
+
+    name: str
+    names: tuple[str, ...]
+    schema_version: int
+    matrix: Callable[[pa.Table], np.ndarray]  # rows x len(names), float32, NaN where a feature does not apply
+    kernels: Callable[[], list[str]]  # the dataset kernel names of this kind (what its model trains on)
+
+
+TRITON = FeatureSet("triton", features.FEATURE_NAMES, features.FEATURE_SCHEMA_VERSION, features.feature_matrix,
+                    family_names)
+
+
+def feature_set(name: str | None) -> FeatureSet:
+    """The feature set called ``name`` (None: triton). The Helion one is imported only when asked for."""
+    if name in (None, TRITON.name):
+        return TRITON
+    if name == "helion":
+        from costmodel.helion import model as helion_model
+
+        return helion_model.FEATURES
+    raise CostModelError(f"unknown feature set {name!r} (known: triton, helion)")
+
+
+def model_features(meta: dict) -> FeatureSet:
+    return feature_set(meta.get("feature_set"))
 
 
 @dataclass(frozen=True)
@@ -95,9 +129,10 @@ class CostModel:
 
 # --- data ----------------------------------------------------------------------------------------------
 
-def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, str]:
-    """The measurements of one GPU under ``root`` (every GPU's when the data holds only one), sorted by
-    (group_id, config_json) so that row order, and so the model, never depend on shard order."""
+def training_table(root: str | Path, gpu: str | None = None, fs: FeatureSet = TRITON) -> tuple[pa.Table, str]:
+    """The measurements of one GPU under ``root`` (every GPU's when the data holds only one) of ``fs``'s kind of
+    kernel (a Triton model never trains on Helion rows, nor the reverse), sorted by (group_id, config_json) so
+    that row order, and so the model, never depend on shard order."""
     root = Path(root)
     if not root.is_dir():
         raise CostModelError(f"no dataset directory at {root}")
@@ -112,11 +147,12 @@ def training_table(root: str | Path, gpu: str | None = None) -> tuple[pa.Table, 
         gpu = gpus[0]
     # interpreter rows never train a GPU's model, even where a caller wrote them into its partition
     measured_on_gpu = (ds.field("hw_name") != interp.name) | ds.field("hw_name").is_null()
-    # this model is the Triton families': Helion kernels' rows (kernel "helion:<name>") have their own features
-    triton = ds.field("kernel").isin(family_names())
-    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & triton)
+    # a model trains on its own kind's kernels: the Triton families', or the Helion kernels' ("helion:<name>")
+    kind = ds.field("kernel").isin(fs.kernels())
+    table = dataset.read(root, list(TRAIN_COLUMNS), (ds.field("gpu") == gpu) & measured_on_gpu & kind)
     if table.num_rows == 0:
-        raise CostModelError(f"no measurements for GPU {gpu} under {root} (GPUs there: {', '.join(gpus) or 'none'})")
+        raise CostModelError(f"no {'' if fs is TRITON else fs.name + ' '}measurements for GPU {gpu} under {root} "
+                             f"(GPUs there: {', '.join(gpus) or 'none'})")
     table = table.filter(np.logical_not(_named_rows(table)))  # a benchmark's problems never train (benchmarks.py)
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")]), gpu
 
@@ -179,12 +215,11 @@ def labels(table: pa.Table, params: TrainParams) -> np.ndarray:
     return (gains(table) ** params.gain_power).astype(np.float32)
 
 
-def _dmatrix(table: pa.Table, params: TrainParams):
+def _dmatrix(table: pa.Table, params: TrainParams, fs: FeatureSet = TRITON):
     import xgboost as xgb
 
     _, qid = group_codes(table)
-    return xgb.DMatrix(features.feature_matrix(table), label=labels(table, params), qid=qid,
-                       feature_names=list(features.FEATURE_NAMES))
+    return xgb.DMatrix(fs.matrix(table), label=labels(table, params), qid=qid, feature_names=list(fs.names))
 
 
 # --- fit on a Dask cluster -----------------------------------------------------------------------------
@@ -248,9 +283,10 @@ def _train_dask(params: TrainParams, train: pa.Table, valid: pa.Table | None):
     return out["booster"]
 
 
-def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, dict]:
-    """Train on every group of ``table`` (sorted by group) that has a config that ran; ``valid_fraction`` of
-    them (seeded) drive early stopping. Returns the booster cut at its best iteration and training facts."""
+def fit(table: pa.Table, params: TrainParams = TrainParams(), fs: FeatureSet = TRITON) -> tuple[object, dict]:
+    """Train on every group of ``table`` (sorted by group) that has a config that ran, on ``fs``'s features;
+    ``valid_fraction`` of them (seeded) drive early stopping. Returns the booster cut at its best iteration and
+    training facts."""
     import xgboost as xgb
 
     g = gains(table)
@@ -265,10 +301,12 @@ def fit(table: pa.Table, params: TrainParams = TrainParams()) -> tuple[object, d
     train = select_groups(table, [i for i in ids if i not in valid_ids])
     valid = select_groups(table, valid_ids) if valid_ids else None
     if params.dask:
+        if fs is not TRITON:
+            raise CostModelError(f"--dask trains {TRITON.name} models only, not {fs.name}")
         booster = _train_dask(params, train, valid)
     else:
-        booster = xgb.train(params.xgb_params(), _dmatrix(train, params), num_boost_round=params.n_estimators,
-                            evals=[(_dmatrix(valid, params), "valid")] if valid is not None else [],
+        booster = xgb.train(params.xgb_params(), _dmatrix(train, params, fs), num_boost_round=params.n_estimators,
+                            evals=[(_dmatrix(valid, params, fs), "valid")] if valid is not None else [],
                             early_stopping_rounds=params.early_stopping_rounds if valid is not None else None,
                             verbose_eval=False)
     best = booster.best_iteration if valid is not None else params.n_estimators - 1
@@ -287,7 +325,11 @@ def score(model: CostModel, table: pa.Table | dict) -> np.ndarray:
         other = set(pc.unique(table["gpu"]).to_pylist()) - {model.gpu}
         if other:
             raise CostModelError(f"model is for GPU {model.gpu}, rows are for {', '.join(sorted(map(str, other)))}")
-    x = features.feature_matrix(table)
+    return predict(model, model_features(model.meta).matrix(table))
+
+
+def predict(model: CostModel, x: np.ndarray) -> np.ndarray:
+    """Scores of a feature matrix of the model's feature set."""
     # a thread per ~500 rows, up to the cores this process may use: on two idle cores two threads halve the time
     # of 500 rows and up, but a pool bigger than the work waits on itself (~15 ms a call on busy cores)
     model.booster.set_param({"nthread": max(1, min(hardware.usable_cores(), len(x) // 500))})
@@ -301,16 +343,19 @@ def rank(model: CostModel, table: pa.Table | dict) -> np.ndarray:
 
 # --- save / load ---------------------------------------------------------------------------------------
 
-def new_meta(gpu: str, hw: dict, table: pa.Table, fit_info: dict, heldout: dict, metrics: dict) -> dict:
-    """What meta.json records: enough to refuse a mismatched model and to re-check its claims."""
+def new_meta(gpu: str, hw: dict, table: pa.Table, fit_info: dict, heldout: dict, metrics: dict,
+             fs: FeatureSet = TRITON) -> dict:
+    """What meta.json records: enough to refuse a mismatched model and to re-check its claims. A Triton model's
+    meta names no feature set (it reads as triton), so its meta.json is what it was before the seam."""
     kernels = pc.value_counts(table["kernel"]).to_pylist()
     sources = table.group_by(["kernel", "source_hash"]).aggregate([]).to_pylist()
     return {
         "meta_version": META_VERSION,
         "gpu": gpu,
         "hardware": hw,
-        "feature_schema_version": features.FEATURE_SCHEMA_VERSION,
-        "feature_names": list(features.FEATURE_NAMES),
+        **({} if fs is TRITON else {"feature_set": fs.name}),
+        "feature_schema_version": fs.schema_version,
+        "feature_names": list(fs.names),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "data": {
             "hash": data_hash(table), "rows": table.num_rows, "groups": len(pc.unique(table["group_id"])),
@@ -367,11 +412,12 @@ def check_meta(meta: dict, where: str, gpu: str | None = None) -> None:
                              f"train` wrote): retrain it")
     if not isinstance(meta["gpu"], str) or not _is_hardware_record(meta["hardware"]):
         raise CostModelError(f"model at {where}: its {META_FILE} has a bad gpu or hardware record: retrain it")
-    if meta.get("feature_schema_version") != features.FEATURE_SCHEMA_VERSION:
+    fs = model_features(meta)
+    if meta.get("feature_schema_version") != fs.schema_version:
         raise CostModelError(
-            f"model at {where} uses feature schema v{meta.get('feature_schema_version')}, this costmodel computes "
-            f"v{features.FEATURE_SCHEMA_VERSION}: retrain it with `costmodel train`")
-    if meta.get("feature_names") != list(features.FEATURE_NAMES):
+            f"model at {where} uses {fs.name} feature schema v{meta.get('feature_schema_version')}, this costmodel "
+            f"computes v{fs.schema_version}: retrain it with `costmodel train`")
+    if meta.get("feature_names") != list(fs.names):
         raise CostModelError(f"model at {where} was trained on other feature names: retrain it with `costmodel train`")
     if gpu is not None and meta.get("gpu") != gpu:
         raise CostModelError(f"model at {where} is for GPU {meta.get('gpu')!r}, not {gpu!r}")
@@ -406,9 +452,9 @@ def load(model: str | Path, gpu: str | None = None) -> CostModel:
         booster = xgb.Booster(model_file=str(model_path))
     except xgb.core.XGBoostError as e:
         raise CostModelError(f"corrupt model file {model_path}: {str(e).splitlines()[0]}") from None
-    if booster.num_features() != len(features.FEATURE_NAMES):
+    if booster.num_features() != len(model_features(meta).names):
         raise CostModelError(f"model file {model_path} has {booster.num_features()} features, meta.json names "
-                             f"{len(features.FEATURE_NAMES)}")
+                             f"{len(model_features(meta).names)}")
     return CostModel(booster, meta, path)
 
 

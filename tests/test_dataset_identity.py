@@ -49,9 +49,11 @@ def test_committed_data_reads_each_pair_once_its_first_measurement(data_root):
     for key, ts, run in zip(_pairs(every), every["ts"].to_pylist(), every["run_id"].to_pylist()):
         first[key] = min(first.get(key, (ts, run)), (ts, run))
     assert [first[key] for key in pairs] == list(zip(t["ts"].to_pylist(), t["run_id"].to_pylist()))
-    table, _ = model.training_table(data_root)
-    assert table.num_rows == len(set(_pairs(raw)))
-    assert len(pc.unique(table["group_id"])) == len(pc.unique(raw["group_id"])), "training sees every group"
+    # every pair trains one kind's model: the Triton model's, or the Helion model's (helion:<name> kernels)
+    tables = [model.training_table(data_root, None, model.feature_set(kind))[0] for kind in ("triton", "helion")]
+    assert sum(t.num_rows for t in tables) == len(set(_pairs(raw)))
+    assert sum(len(pc.unique(t["group_id"])) for t in tables) == len(pc.unique(raw["group_id"])), \
+        "training sees every group"
 
 
 def test_collecting_twice_into_one_dir_measures_each_pair_once(tmp_path, cli):

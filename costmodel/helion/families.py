@@ -94,6 +94,18 @@ class HelionFamily:
             return (*inputs, 0 if problem["CAUSAL"] else problem["S"])
         return tuple(inputs)
 
+    def problem_of(self, args: tuple) -> Problem:
+        """The problem of a call's arguments (the inverse of ``args``: what the Helion tuner ranks for)."""
+        x = args[0]
+        if self.name == "matmul":
+            (m, k), n = x.shape, args[1].shape[1]
+            return {"M": int(m), "N": int(n), "K": int(k)}
+        if self.name == "attention":
+            b, h, s, d = x.shape
+            return {"B": int(b), "H": int(h), "S": int(s), "D": int(d), "CAUSAL": int(args[3] == 0)}
+        m, n = x.shape
+        return {"M": int(m), "N": int(n)}
+
     def reference(self, problem: Problem, inputs: tuple):
         """The torch result, in float32."""
         if self.twin:

@@ -59,9 +59,15 @@ def _mean(rows: list[list]) -> np.ndarray:
     return np.array([np.mean([v or 0 for v in r]) if r else np.nan for r in rows])
 
 
-def _extents(kernels: Sequence[str], problems: Sequence[dict], attr: str, width: int) -> np.ndarray:
-    """The extents each row's block sizes (``tiles``) or reductions span, columns of the family's formulas."""
+def _extents(kernels: Sequence[str], problems: Sequence[dict], attr: str, width: int,
+             shape: dict | None = None) -> np.ndarray:
+    """The extents each row's block sizes (``tiles``) or reductions span, columns of the family's formulas (or
+    ``shape[attr]`` for every row: a kernel that is no family here, its extents read off its ConfigSpec)."""
     out = np.full((len(kernels), width), np.nan)
+    if shape is not None:
+        ext = [np.nan if e is None else e for e in shape[attr][:width]]
+        out[:, : len(ext)] = ext
+        return out
     kernels = np.asarray(kernels)
     for k in np.unique(kernels):
         rows = np.flatnonzero(kernels == k)
@@ -71,7 +77,9 @@ def _extents(kernels: Sequence[str], problems: Sequence[dict], attr: str, width:
     return out
 
 
-def _grid(kernels: Sequence[str]) -> np.ndarray:
+def _grid(kernels: Sequence[str], shape: dict | None = None) -> np.ndarray:
+    if shape is not None:
+        return np.full(len(kernels), shape["grid"], dtype=float)
     kernels = np.asarray(kernels)
     out = np.zeros(len(kernels))
     for k in np.unique(kernels):
@@ -79,8 +87,11 @@ def _grid(kernels: Sequence[str]) -> np.ndarray:
     return out
 
 
-def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Sequence[str]) -> tuple[list[str], np.ndarray]:
-    """(feature names, matrix) for rows of (kernel, problem, canonical config JSON)."""
+def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Sequence[str],
+           shape: dict | None = None) -> tuple[list[str], np.ndarray]:
+    """(feature names, matrix) for rows of (kernel, problem, canonical config JSON). ``shape`` ({"tiles",
+    "reductions": extents, "grid": tiles in the launch grid}) stands for the family's formulas for a kernel that
+    is not one of costmodel's families (``spec_shape``)."""
     cfg = [json.loads(c) if isinstance(c, str) else c for c in config_jsons]
 
     def col(key):
@@ -90,8 +101,8 @@ def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Seque
         return [c.get(key) or [] for c in cfg]
 
     blocks, red = lists("block_sizes"), lists("reduction_loops")
-    tile_ext = _extents(kernels, problems, "tiles", MAX_TILES)
-    red_ext = _extents(kernels, problems, "reductions", MAX_REDUCTIONS)
+    tile_ext = _extents(kernels, problems, "tiles", MAX_TILES, shape)
+    red_ext = _extents(kernels, problems, "reductions", MAX_REDUCTIONS, shape)
     b = _pad(blocks, MAX_TILES)
     tiles = np.ceil(tile_ext / b)
     r_set = _pad(red, MAX_REDUCTIONS)
@@ -116,7 +127,7 @@ def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Seque
         **{f"reduction_ratio_{i}": r_block[:, i] / red_ext[:, i] for i in range(MAX_REDUCTIONS)},
         **{f"log2_reduction_trips_{i}": np.log2(np.ceil(red_ext[:, i] / r_block[:, i])) for i in range(MAX_REDUCTIONS)},
         # the tiles of the grid's dims (not a matmul's K, not attention's keys: loops inside a program)
-        "log2_programs": np.nansum(np.where(np.arange(MAX_TILES) < _grid(kernels)[:, None], np.log2(tiles), 0), 1),
+        "log2_programs": np.nansum(np.where(np.arange(MAX_TILES) < _grid(kernels, shape)[:, None], np.log2(tiles), 0), 1),
         "log2_tile_elems": np.nansum(np.log2(b), 1),
         "log2_num_warps": np.log2(np.array(col("num_warps"), dtype=float)),
         "num_stages": np.array(col("num_stages"), dtype=float),
@@ -140,6 +151,15 @@ def matrix(kernels: Sequence[str], problems: Sequence[dict], config_jsons: Seque
     with np.errstate(divide="ignore", invalid="ignore"):
         m = np.column_stack([np.asarray(v, dtype=float) for v in feats.values()])
     return list(NAMES), m
+
+
+def spec_shape(bound) -> dict:
+    """The extents of a bound kernel's tiles and reductions as its ConfigSpec's size hints give them (what the
+    families' formulas give, tests/test_helion.py checks) and its launch grid's tiles (``grid_block_ids``, in
+    1.4.0 and 1.5.1), for a kernel that is not a family here."""
+    spec = bound.config_spec
+    return {"tiles": [b.size_hint for b in spec.block_sizes],
+            "reductions": [r.size_hint for r in spec.reduction_loops], "grid": len(spec.grid_block_ids)}
 
 
 def from_table(table) -> tuple[list[str], np.ndarray]:

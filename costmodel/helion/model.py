@@ -1,0 +1,151 @@
+"""The Helion cost model: costmodel/model.py's ranker (labels by group, fit, save/load, the schema check) on
+Helion features, through its ``FeatureSet`` seam; and leave-one-kernel-out evaluation.
+
+Features: ``features.matrix`` of each config (generic: they travel between kernels; no kernel one-hot, so a kernel
+the model never saw is ranked from what its configs and problem are) and the problem: log2 of each dim, the causal
+flag, the dtype. No hardware record: a model is trained for one GPU and refuses another (meta ``gpu``).
+
+Where a model lives: ``costmodel/models/<gpu>/helion/`` beside that GPU's Triton model (``costmodel/models/<gpu>/``):
+one folder per GPU holds all it ships, the Triton model's files and loaders keep their paths, and
+``model.shipped()`` (which lists ``*/meta.json``) keeps listing Triton models only. Its meta.json adds what the
+Helion tuner checks before it trusts the model: ``feature_set: helion``, the Helion versions of its rows
+(``helion_versions``) and the kernel structures it saw (``structures``: [tiles, reductions] pairs).
+
+Nothing here imports helion (features read canonical config JSON)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from costmodel import model
+from costmodel.errors import CostModelError
+from costmodel.helion import features
+
+SCHEMA_VERSION = 1
+DIMS = ("M", "N", "K", "B", "H", "S", "D")
+DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4}
+NAMES = (*features.NAMES, *(f"log2_{d}" for d in DIMS), "causal", *(f"dtype_{d}" for d in DTYPES), "dtype_bytes")
+KS = (1, 8)
+
+
+def matrix(kernels: Sequence[str], problems: Sequence[dict], dtypes: Sequence[str], config_jsons: Sequence[str],
+           shape: dict | None = None) -> np.ndarray:
+    """(rows x len(NAMES)) float32: the config features, then the problem's. ``shape`` as in ``features.matrix``."""
+    _, x = features.matrix(kernels, problems, config_jsons, shape)
+    dims = np.array([[p.get(d, np.nan) for d in DIMS] for p in problems], dtype=float).reshape(len(problems), len(DIMS))
+    causal = np.array([p.get("CAUSAL", np.nan) for p in problems], dtype=float)
+    dt = np.asarray(dtypes)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        cols = [x, np.log2(dims), causal[:, None], *((dt == d).astype(float)[:, None] for d in DTYPES),
+                np.array([DTYPES.get(d, np.nan) for d in dt], dtype=float)[:, None]]
+    return np.column_stack(cols).astype(np.float32) if len(problems) else np.empty((0, len(NAMES)), np.float32)
+
+
+def table_matrix(table: pa.Table) -> np.ndarray:
+    """``matrix`` of dataset rows (columns kernel, problem_json, dtype, config_json)."""
+    problems = [json.loads(p) for p in table["problem_json"].to_pylist()]
+    return matrix(table["kernel"].to_pylist(), problems, table["dtype"].to_pylist(), table["config_json"].to_pylist())
+
+
+def _kernels() -> list[str]:
+    from costmodel.helion import families
+
+    return [f.kernel for f in families.FAMILIES.values()]
+
+
+FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kernels)
+
+
+def model_dir(gpu: str) -> Path:
+    return model.MODELS_DIR / gpu / "helion"
+
+
+def structures(x: np.ndarray) -> list[list[int]]:
+    """The distinct (tiles, reductions) counts of feature rows ``x``: the kernel structures they cover."""
+    cols = x[:, [NAMES.index("n_tiles"), NAMES.index("n_reductions")]].astype(int)
+    return sorted(map(list, {tuple(r) for r in cols.tolist()}))
+
+
+def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = model.TrainParams(),
+          evaluate: bool = True) -> tuple[object, dict]:
+    """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
+    as ``model.training_table(root, gpu, FEATURES)`` gives them); ``evaluate`` adds leave-one-kernel-out
+    metrics (a fit per kernel) to the meta."""
+    booster, info = model.fit(table, params, FEATURES)
+    loko = leave_one_kernel_out(table, params) if evaluate else {}
+    meta = model.new_meta(gpu, hw, table, info, {"rule": "leave one Helion kernel out"}, loko, FEATURES)
+    versions = pc.unique(table["helion_version"]).to_pylist() if "helion_version" in table.column_names else []
+    meta.update(helion_versions=sorted(v for v in versions if v), structures=structures(table_matrix(table)))
+    return booster, meta
+
+
+def load(where: str | Path, gpu: str | None = None) -> model.CostModel:
+    """A Helion model: a directory, or the one shipped for GPU slug ``where``; refused (CostModelError) if it is
+    missing, corrupt, for another GPU, or not a Helion model of this feature schema."""
+    path = Path(where) if Path(where).is_dir() else model_dir(str(where))
+    cm = model.load(path, gpu)
+    if cm.meta.get("feature_set") != FEATURES.name:
+        raise CostModelError(f"model at {path} is not a Helion model (feature set {cm.meta.get('feature_set')!r})")
+    return cm
+
+
+def score(cm: model.CostModel, kernel: str, problem: dict, dtype: str, config_jsons: Sequence[str],
+          shape: dict | None = None) -> np.ndarray:
+    """Scores of configs of one problem (higher: predicted faster)."""
+    n = len(config_jsons)
+    return model.predict(cm, matrix([kernel] * n, [problem] * n, [dtype] * n, config_jsons, shape))
+
+
+# --- leave one kernel out ------------------------------------------------------------------------------
+
+def _group_scores(table: pa.Table, scores: np.ndarray) -> list[dict]:
+    """Per group with a config that ran: top-k score (best gain among the model's top k; gain = group best /
+    latency) for k in KS, and the expected best of k random configs."""
+    from costmodel.evaluation import expected_best_of_random_k
+
+    gains, bounds = model.gains(table), model.group_bounds(table)
+    out = []
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        g, s = gains[lo:hi], scores[lo:hi]
+        if not (g > 0).any():
+            continue
+        order = np.argsort(-s, kind="stable")
+        rand = expected_best_of_random_k(np.sort(g)[::-1], np.array(KS))
+        out.append({"group_id": table["group_id"][int(lo)].as_py(), "configs": int(hi - lo),
+                    **{f"top{k}_score": float(g[order[:k]].max()) for k in KS},
+                    **{f"random{k}_score": float(r) for k, r in zip(KS, rand)}})
+    return out
+
+
+def _summary(groups: list[dict]) -> dict:
+    from costmodel.evaluation import geomean
+
+    keys = [f"{m}{k}_score" for m in ("top", "random") for k in KS]
+    return {"groups": len(groups), **{k: float(geomean(np.array([g[k] for g in groups]))) if groups else None
+                                      for k in keys},
+            "min_top8_score": min((g["top8_score"] for g in groups), default=None)}
+
+
+def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = model.FAST) -> dict:
+    """For each Helion kernel of ``table`` (sorted by group): fit on every other kernel's groups, rank the
+    held-out kernel's groups. Per kernel and over all: geomean top-1 / top-8 score against each group's best
+    (and the random-k baseline); needs two kernels or more."""
+    kernels = sorted(pc.unique(table["kernel"]).to_pylist())
+    if len(kernels) < 2:
+        raise CostModelError(f"leave-one-kernel-out needs two Helion kernels or more, the data has {kernels}")
+    per_kernel, every = {}, []
+    for k in kernels:
+        held = pc.equal(table["kernel"], k)
+        train, test = table.filter(pc.invert(held)), table.filter(held)
+        booster, _ = model.fit(train, params, FEATURES)
+        scores = booster.inplace_predict(table_matrix(test))
+        groups = _group_scores(test, scores)
+        per_kernel[k] = {**_summary(groups), "train_groups": len(pc.unique(train["group_id"]))}
+        every += [{**g, "kernel": k} for g in groups]
+    return {"split": "kernel", **_summary(every), "per_kernel": per_kernel}

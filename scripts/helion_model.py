@@ -1,0 +1,67 @@
+"""The Helion cost model on one GPU's Helion rows: leave-one-kernel-out evaluation, and (with --out / --ship) a model
+trained on every group (CPU).
+
+    python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--json]
+
+Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
+kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
+latency among the model's top k) beside the expected best of k random configs. --ship writes
+costmodel/models/<gpu>/helion/ (ship only a model trained on real rows of enough kernels). Prints a table on
+stderr, and with --json one JSON object on stdout. Bad input: one line on stderr, exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from costmodel import dataset, model  # noqa: E402
+from costmodel.errors import CostModelError  # noqa: E402
+from costmodel.helion import model as helion_model  # noqa: E402
+
+
+def run(args) -> dict:
+    table, gpu = model.training_table(args.data, args.gpu, helion_model.FEATURES)
+    params = model.FAST if args.fast else model.TrainParams()
+    out = {"gpu": gpu, "rows": table.num_rows, **helion_model.leave_one_kernel_out(table, model.FAST)}
+    where = helion_model.model_dir(gpu) if args.ship else args.out
+    if where:
+        hw = dataset.hw_from_row(table.slice(0, 1).to_pylist()[0]).as_dict()
+        booster, meta = helion_model.train(table, gpu, hw, params, evaluate=False)
+        meta["metrics"] = {k: v for k, v in out.items() if k not in ("gpu", "rows")}
+        out["model"] = str(model.save(where, booster, meta))
+    return out
+
+
+def _fmt(v) -> str:
+    return "-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default="data")
+    p.add_argument("--gpu", default=None, help="GPU slug (default: the data's only GPU)")
+    dest = p.add_mutually_exclusive_group()
+    dest.add_argument("--out", default=None, help="also train on every group and write the model here")
+    dest.add_argument("--ship", action="store_true", help="also train and write costmodel/models/<gpu>/helion/")
+    p.add_argument("--fast", action="store_true", help="the shipped model with model.FAST's parameters")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        out = run(args)
+    except CostModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    cols = ("groups", "top1_score", "top8_score", "random1_score", "random8_score", "min_top8_score")
+    print("kernel".ljust(18) + "".join(c.rjust(15) for c in cols), file=sys.stderr)
+    for k, m in [*out["per_kernel"].items(), ("all", out)]:
+        print(k.ljust(18) + "".join(_fmt(m[c]).rjust(15) for c in cols), file=sys.stderr)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
