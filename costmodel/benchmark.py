@@ -303,11 +303,14 @@ class CompilePool:
             fut.add_done_callback(self._account)
         return fut
 
-    def result(self, fut: Future) -> dict | None:
-        """The compile outcome, or None when the pool could not say (it broke, or the task failed outside the
-        compiler): the timing worker then compiles the config itself and records what happens."""
+    def result(self, fut: Future, timeout: float | None = None) -> dict | None:
+        """The compile outcome, or None when the pool could not say (it broke, the task failed outside the
+        compiler, or it did not answer within ``timeout`` seconds): the timing worker then compiles the config
+        itself, under its own timeout, and records what happens."""
         try:
-            return fut.result()
+            return fut.result(timeout)
+        except TimeoutError:
+            return None
         except BrokenProcessPool:
             self._pool = None
             return None
@@ -705,7 +708,11 @@ class IsolatedBenchmarker:
         t0 = time.perf_counter()
         for i in chunk:
             c = configs[i]
-            info = self.pool.result(submit(c)) if submit else None
+            # waited on in turn, each for at most the worker's timeout: compiles run in the order they were queued,
+            # so one that is still not done that long after the one before is a compile that hangs or crawls (a
+            # Helion 1.4.0 softmax config took 339 s to compile on the CPU machine); the worker's own timeout then
+            # records it as it did before the pool compiled it
+            info = self.pool.result(submit(c), self.timeout_s) if submit else None
             if info is not None:  # a Helion config's compile began with Helion's code generation, in this process
                 info = {**info, "compile_s": info["compile_s"] + info.get("codegen_s", 0.0)}
             if info is not None and info["status"] != "ok":

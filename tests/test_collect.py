@@ -283,3 +283,22 @@ def test_a_hang_whose_worker_outlives_its_kill_stops_the_run_and_keeps_what_was_
                     (50, dataset.canonical_json(hang)): "timeout"}
     manifest = json.loads((tmp_path / "_manifests" / "stuck.json").read_text())
     assert manifest["state"] == "gpu_stuck" and manifest["counts"]["timeout"] == 1
+
+
+def test_a_compile_the_pool_does_not_finish_in_time_goes_to_the_timing_worker():
+    """A compile still running after the wait's bound (a Helion 1.4.0 config took 339 s to compile) is answered
+    None, as a broken pool is: the timing worker then compiles that config under its own timeout. Without the
+    bound the collection waited on it for as long as it took."""
+    from concurrent.futures import Future
+
+    from costmodel.benchmark import CompilePool
+
+    pool = CompilePool(KNOWN["nvidia-h200"], workers=1)
+    never = Future()
+    never.set_running_or_notify_cancel()
+    t0 = time.perf_counter()
+    assert pool.result(never, timeout=0.2) is None
+    assert 0.2 <= time.perf_counter() - t0 < 5
+    done = Future()
+    done.set_result({"status": "ok", "compile_s": 1.0})
+    assert pool.result(done, timeout=0.2) == {"status": "ok", "compile_s": 1.0}

@@ -220,3 +220,33 @@ def test_a_helion_launch_that_cannot_be_captured_is_left_to_the_timing_worker(mo
         assert fut.result(timeout=30) is None and not started
     finally:
         launches.close()
+
+
+def test_a_problem_helion_cannot_compile_skips_its_group_and_the_plan_goes_on(monkeypatch, capsys):
+    """Helion's compiler may refuse a kernel for a problem (1.4.0 on the H200: ShapeMismatch tracing attention):
+    that group is left out with one line on stderr and the others are planned; a kernel refused for the first three
+    problems drawn is bad input, one clear error, rather than a plan that silently measures nothing."""
+    import numpy as np
+
+    from collect import plan as planning
+    from costmodel.errors import CostModelError
+
+    fam = families.get("softmax")
+    refused = {"n": 0}
+
+    def bind(self, problem, dtype, device="cpu", seed=0):
+        refused["n"] += 1
+        if refused["n"] % 2:
+            raise RuntimeError("Shape mismatch between [u1, 64] and [u1, 64].\nWhile processing: ...")
+        return object(), ()
+
+    monkeypatch.setattr(type(fam), "bind", bind)
+    monkeypatch.setattr(families, "candidates", lambda bound, n, seed, seed_configs=(): [{"seed": seed}])
+    plan = planning.helion_plan("helion:softmax", 3, 0, 4, None, np.random.default_rng(0), 0, (), "cpu")
+    assert len(plan) == 3 and refused["n"] == 6
+    err = capsys.readouterr().err
+    assert err.count("group skipped") == 3 and "ShapeMismatch" not in err and "RuntimeError: Shape mismatch" in err
+
+    monkeypatch.setattr(type(fam), "bind", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no")))
+    with pytest.raises(CostModelError, match="could not compile the kernel for the first 3 problems"):
+        planning.helion_plan("helion:softmax", 3, 0, 4, None, np.random.default_rng(0), 0, (), "cpu")
