@@ -164,6 +164,14 @@ def _init_compile_process(env: dict[str, str], hw: dict) -> None:
 
     _adopt_environment(env)
     driver.set_active(_compile_only_driver(HardwareRecord(**hw)))
+    if os.environ.get(POOL_STACKS_S):  # where a compile process spends its time, every so many seconds, on stderr
+        import faulthandler
+
+        faulthandler.dump_traceback_later(float(os.environ[POOL_STACKS_S]), repeat=True)
+
+
+# seconds: a compile process prints its threads' stacks this often (finding where the Helion pool stalls on the H200)
+POOL_STACKS_S = "COSTMODEL_POOL_STACKS_S"
 
 
 @functools.cache
