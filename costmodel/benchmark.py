@@ -159,6 +159,37 @@ def _compile_only_driver(hw: HardwareRecord):
     return drv
 
 
+def target_only_driver(cc: int = 90):
+    """Triton's CUDA driver answering device queries for an sm_``cc`` target without libcuda: compiling for the
+    H200 on a machine with no GPU (scripts/compare_kernel_ptx.py, the Helion pool's CPU test). It builds no
+    launcher (that loads libcuda): compile with ``warmup=True`` only."""
+    from triton.backends.compiler import GPUTarget
+    from triton.backends.nvidia.driver import CudaDriver
+
+    class TargetOnly(CudaDriver):
+        def __init__(self):  # CudaDriver's loads libcuda
+            pass
+
+        def get_current_device(self):
+            return 0
+
+        def get_current_stream(self, device=None):
+            return 0
+
+        def get_current_target(self):
+            return GPUTarget("cuda", cc, 32)
+
+        def get_active_torch_device(self):
+            import torch
+
+            return torch.device("meta")
+
+        def launcher_cls(self, src, metadata):
+            return None
+
+    return TargetOnly()
+
+
 def _init_compile_process(env: dict[str, str], hw: dict) -> None:
     from triton.runtime import driver
 

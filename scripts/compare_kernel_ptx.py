@@ -21,29 +21,11 @@ import numpy as np
 def _compile_only() -> None:
     """Make Triton's active driver answer device queries for an sm_90 target without libcuda (benchmark.py's
     compile-only driver builds a launcher too, and so needs libcuda)."""
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.driver import CudaDriver
     from triton.runtime import driver
 
-    class TargetOnly(CudaDriver):
-        def __init__(self):  # CudaDriver's loads libcuda
-            pass
+    from costmodel.benchmark import target_only_driver
 
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-        def get_active_torch_device(self):
-            import torch
-
-            return torch.device("meta")
-
-    driver.set_active(TargetOnly())
+    driver.set_active(target_only_driver())
 
 
 def instructions(ptx: str) -> list[str]:

@@ -26,32 +26,11 @@ def target_only() -> None:
     """Triton's CUDA driver answering device queries for an sm_90 target, and building no launcher (that loads
     libcuda); Helion told that the target has tensor descriptors, as an H200 has."""
     import helion._compat
-    from triton.backends.compiler import GPUTarget
-    from triton.backends.nvidia.driver import CudaDriver
     from triton.runtime import driver
 
-    class TargetOnly(CudaDriver):
-        def __init__(self):  # CudaDriver's loads libcuda
-            pass
+    from costmodel.benchmark import target_only_driver
 
-        def get_current_device(self):
-            return 0
-
-        def get_current_stream(self, device=None):
-            return 0
-
-        def get_current_target(self):
-            return GPUTarget("cuda", 90, 32)
-
-        def get_active_torch_device(self):
-            import torch
-
-            return torch.device("meta")
-
-        def launcher_cls(self, src, metadata):
-            return None
-
-    driver.set_active(TargetOnly())
+    driver.set_active(target_only_driver())
     helion._compat._supports_tensor_descriptor = lambda: True
 
 
