@@ -211,3 +211,23 @@ def test_the_triton_model_trains_on_triton_families_only(data_root):
     table, _ = model.training_table(data_root)
     assert set(table["kernel"].to_pylist()) == set(family_names())
     assert table.num_rows > 0 and every.num_rows > table.num_rows
+
+
+def test_every_whole_space_group_holds_its_whole_valid_space(data_root):
+    """evaluate's headline figures count a group as whole-space when a sweep wrote any of its rows; a sweep cut short
+    (a crash flushes what it measured) would then flatter them with a sample's best. Every whole-space group of
+    today's kernels (the groups `collect --complete` would top up) holds every config of its valid space."""
+    from collect.plan import complete_plan
+    from costmodel.hardware import KNOWN
+    from costmodel.kernels import family_names
+
+    plan = complete_plan(str(data_root), family_names(), None, KNOWN["nvidia-h200"])
+    t = dataset.read(data_root, ["kernel", "problem_json", "dtype", "config_json"])
+    have = collections.defaultdict(set)
+    for k, p, d, c in zip(*(t[n].to_pylist() for n in ("kernel", "problem_json", "dtype", "config_json"))):
+        have[(k, p, d)].add(c)
+    assert plan, "no whole-space groups under the data root"
+    lacking = {(g.family, json.dumps(g.problem), g.dtype):
+               sum(dataset.canonical_json(c) not in have[(g.family, dataset.canonical_json(g.problem), g.dtype)]
+                   for c in g.configs) for g in plan}
+    assert not {k: n for k, n in lacking.items() if n}
