@@ -36,7 +36,7 @@ import click
 import numpy as np
 
 from benchlib import alternating, cold_triton_cache, log
-from costmodel import benchmarks, dataset
+from costmodel import dataset
 from costmodel.dataset import canonical_json
 from costmodel.evaluation import geomean
 from costmodel.helion import configs as hconfigs, families
@@ -56,8 +56,8 @@ def recorded(data_dir: Path) -> set[tuple[str, str]]:
 
 def race_problems(seen: set[tuple[str, str]], per_kernel: int = PER_KERNEL, seed: int = SEED) -> list[tuple]:
     """(kernel name, problem, dtype) for each of KERNELS: its first ``per_kernel`` distinct problems drawn with
-    ``seed`` that are absent from ``seen`` under the Helion kernel's and its twin's name and named by no benchmark;
-    dtypes in turn from the family's."""
+    ``seed`` (the family draws none a benchmark names) that are absent from ``seen`` under the Helion kernel's and
+    its twin's name; dtypes in turn from the family's."""
     out = []
     for name in KERNELS:
         fam = families.get(name)
@@ -65,8 +65,7 @@ def race_problems(seen: set[tuple[str, str]], per_kernel: int = PER_KERNEL, seed
         for p in fam.problems(np.random.default_rng(seed), 400):
             if name == "attention" and p["D"] != 128:  # Helion 1.4.0 refuses head dim 64
                 continue
-            if p in chosen or any((k, canonical_json(p)) in seen or benchmarks.is_named(k, p)
-                                  for k in (fam.kernel, fam.twin)):
+            if p in chosen or any((k, canonical_json(p)) in seen for k in (fam.kernel, fam.twin)):
                 continue
             chosen.append(p)
             if len(chosen) == per_kernel:
@@ -123,7 +122,7 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
             os.killpg(proc.pid, signal.SIGKILL)
             proc.communicate()
             if isinstance(e, subprocess.TimeoutExpired):
-                return {"error": f"timed out after {timeout_s:.0f} s"}
+                return {"error": f"timed out after {timeout_s:g} s"}
             raise
     sys.stderr.write(stderr[-3000:])
     lines = [ln for ln in stdout.splitlines() if ln.startswith("{")]
