@@ -142,16 +142,20 @@ def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rou
     fam = families.get(name)
     inputs = fam.make_inputs(problem, dtype, "cuda")
     args, ref = fam.args(problem, inputs), fam.reference(problem, inputs)
-    runs, rel_err = {}, {}
+    runs, rel_err, errors = {}, {}, {}
     for who, config in chosen.items():
         kernel = fam.with_settings(configs=(helion.Config(**config),))  # one config: a call runs it
-        out = kernel(*args).float()
+        try:
+            out = kernel(*args).float()
+        except Exception as e:  # noqa: BLE001 - recorded; the other configs are still timed
+            errors[who] = f"{type(e).__name__}: {str(e)[:500]}"
+            continue
         rel_err[who] = float(((out - ref).norm() / ref.norm().clamp_min(1e-30)).item())
         if rel_err[who] <= fam.tolerance[dtype]:
             runs[who] = lambda kernel=kernel: kernel(*args)
     rounds_ms = alternating(runs, rounds, lambda fn: do_bench(fn, return_mode="median"))
     return {"latency_ms": {w: statistics.median(v) for w, v in rounds_ms.items()}, "latency_rounds_ms": rounds_ms,
-            "rel_err": rel_err, "tolerance": fam.tolerance[dtype]}
+            "rel_err": rel_err, "tolerance": fam.tolerance[dtype], **({"run_errors": errors} if errors else {})}
 
 
 def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, scratch: str, timeout_s: float,
@@ -163,8 +167,7 @@ def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, 
         log(f"{who}: " + json.dumps({k: v for k, v in row[who].items() if k not in ("config", "search")})[:600])
     bound, _ = fam.bind(problem, dtype, "cuda")
     chosen = {w: row[w]["config"] for w in row if "config" in row[w]}
-    chosen["default"] = hconfigs.normalise(bound.config_spec.default_config(),
-                                                   families.op_counts(bound.config_spec))
+    chosen["default"] = hconfigs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
     row["default"] = {"config": chosen["default"]}
     row.update(latencies(name, problem, dtype, chosen, rounds))
     log(f"latency_ms {json.dumps(row['latency_ms'])}")
@@ -175,12 +178,13 @@ def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, 
 
 def summarise(rows: list[dict]) -> dict:
     """The acceptance figures, apart for the rows where costmodel's model ranked (path "model") and those where
-    it fell back to Helion's search: a race without a model is not one with it. Ratios are the other's latency
-    over costmodel's (>= 1: costmodel as fast or faster)."""
-    out = {path: _figures([r for r in rows if r["costmodel"].get("path") == path])
-           for path in ("model", "fallback") if any(r["costmodel"].get("path") == path for r in rows)}
-    failed = [f"{r['kernel']} {canonical_json(r['problem'])}" for r in rows if "path" not in r["costmodel"]]
-    return {**out, "failed_costmodel_tunes": failed}
+    it fell back to Helion's search: a race without a model is not one with it; ``failed``: the problems whose race
+    or costmodel tune failed. Ratios are the other's latency over costmodel's (>= 1: costmodel as fast or faster)."""
+    def path(r: dict) -> str | None:
+        return r.get("costmodel", {}).get("path")
+
+    out = {p: _figures([r for r in rows if path(r) == p]) for p in ("model", "fallback") if p in map(path, rows)}
+    return {**out, "failed": [f"{r['kernel']} {canonical_json(r['problem'])}" for r in rows if path(r) is None]}
 
 
 def _figures(rows: list[dict]) -> dict:
@@ -237,7 +241,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, k
         return
     chosen = [problems[int(i)] for i in only.split(",")] if only else problems
     from costmodel import hardware
-    from costmodel.helion import helion_version
+    from costmodel.errors import CostModelError
+    from costmodel.helion import helion_version, model as helion_model
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` stops us: end the tune running too
     with tempfile.TemporaryDirectory() as scratch, open(out, "a") as sink:
@@ -245,11 +250,19 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, k
         os.makedirs(base_cache)
         hw = hardware.current()  # builds Triton's driver module into the base cache
         os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "timing")
+        try:
+            helion_model.load(hw.gpu, hw.gpu)
+        except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
+            log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),
-                   "kernel": f"helion:{name}", "problem": prob, "dtype": dt, "index": problems.index((name, prob, dt)),
-                   **race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds)}
+                   "kernel": f"helion:{name}", "problem": prob, "dtype": dt, "index": problems.index((name, prob, dt))}
+            try:
+                row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds))
+            except Exception as e:  # noqa: BLE001 - this problem's row says so; the next problem runs
+                row["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
+                log(f"failed: {row['error']}")
             sink.write(json.dumps(row, default=str) + "\n")
             sink.flush()
 

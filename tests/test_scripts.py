@@ -179,10 +179,11 @@ def test_helion_race_summary_arithmetic_on_recorded_latencies(bench_helion):
 
     model_rows = [row(g, "model") for g in groups.values()]
     fallback = row(next(iter(groups.values())), "fallback")
-    failed = {**model_rows[0], "costmodel": {"error": "timed out"}, "latency_ms": {}}
-    out = json.loads(json.dumps(bench_helion.summarise([*model_rows, fallback, failed])))
-    assert set(out) == {"model", "fallback", "failed_costmodel_tunes"}
-    assert out["fallback"]["problems"] == 1 and len(out["failed_costmodel_tunes"]) == 1
+    failed = [{**model_rows[0], "costmodel": {"error": "timed out"}, "latency_ms": {}},
+              {k: model_rows[1][k] for k in ("kernel", "problem", "dtype")} | {"error": "RuntimeError: CUDA"}]
+    out = json.loads(json.dumps(bench_helion.summarise([*model_rows, fallback, *failed])))
+    assert set(out) == {"model", "fallback", "failed"}
+    assert out["fallback"]["problems"] == 1 and len(out["failed"]) == 2
     m = out["model"]
     walls = [r["costmodel"]["wall_s"] for r in model_rows]
     assert m["problems"] == len(model_rows) and m["median_cold_wall_s"] == pytest.approx(np.median(walls))
