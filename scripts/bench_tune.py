@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import statistics
 import subprocess
 import sys
@@ -34,7 +33,7 @@ import numpy as np
 
 from costmodel import benchmarks, dataset, hardware, model, space
 from costmodel.evaluation import expected_best_of_random_k, geomean
-from benchlib import against_torch, log, time_all
+from benchlib import against_torch, cold_triton_cache, log, time_all
 from costmodel.benchmark import IsolatedBenchmarker, Measurement
 from costmodel.kernels import get_family
 from tuner.decorator import to_triton
@@ -90,14 +89,6 @@ def helion_quick_matmul(problem: dict, dtype: str) -> dict:
     from triton.testing import do_bench
 
     return {"wall_s": wall, "latency_ms": do_bench(lambda: matmul(a, b), return_mode="median")}
-
-
-def cold_triton_cache(base: str, scratch: str) -> str:
-    """A fresh Triton cache holding only what ``base`` holds (Triton's kernel-independent driver module, which
-    any machine that ever ran Triton has): no kernel binary and no launcher of these kernels."""
-    path = tempfile.mkdtemp(dir=scratch)
-    shutil.copytree(base, path, dirs_exist_ok=True)
-    return path
 
 
 def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str) -> tuple[dict, float]:

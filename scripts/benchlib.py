@@ -6,8 +6,10 @@ callables against each other in alternating order (torch.matmul against a config
 from __future__ import annotations
 
 import json
+import shutil
 import statistics
 import sys
+import tempfile
 import time
 from typing import Callable
 
@@ -112,6 +114,14 @@ def time_all(family: str, problem: dict, dtype: str, configs: list[dict], bench:
         f"{time.perf_counter() - t_compiled:.0f} s ({time.perf_counter() - t0:.0f} s in all): "
         f"best {min(oks, default=0):.4f} ms")
     return ms
+
+
+def cold_triton_cache(base: str, scratch: str) -> str:
+    """A fresh Triton cache holding only what ``base`` holds (Triton's kernel-independent driver module, which
+    any machine that ever ran Triton has): no kernel binary and no launcher of these kernels."""
+    path = tempfile.mkdtemp(dir=scratch)
+    shutil.copytree(base, path, dirs_exist_ok=True)
+    return path
 
 
 def best_by_shape(path: str | None) -> dict[tuple[str, str], dict]:

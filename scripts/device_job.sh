@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat eager smoke startup tune gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
+#   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
 # tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds; gap bench_matmul_gap.py (GAP_ARGS,
 # GAP_TIMEOUT); ncu, after gap, ncu_matmul.py on its rows (NCU_ARGS, NCU_TIMEOUT).
@@ -13,7 +14,7 @@
 # default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
 # Every step runs even when an earlier one failed; the job's exit status is the first failed step's (a pipeline's
 # status is its first failing command's: pipefail), 0 when every step passed.
-# The tune step needs xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
+# The tune and helion_race steps need xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 steps=$1; shift
@@ -65,6 +66,14 @@ step_smoke() {
 }
 step_tune() {
   timeout $(at_most ${TUNE_TIMEOUT:-100000} 0) python3 scripts/bench_tune.py --out $OUT/bench_tune.jsonl ${TUNE_ARGS:-} 2>&1 | no_json | tail -60
+}
+step_helion_race() {  # issue 18: bench_helion.py (HRACE_ARGS, HRACE_TIMEOUT), rows in $OUT/bench_helion.jsonl, then their figures
+  local rc
+  timeout $(at_most ${HRACE_TIMEOUT:-100000} 15) python3 scripts/bench_helion.py --out $OUT/bench_helion.jsonl \
+    ${HRACE_ARGS:-} 2>&1 | tail -80
+  rc=$?
+  python3 scripts/bench_helion.py --summarise $OUT/bench_helion.jsonl 2>&1 | tail -c 4000
+  return $rc
 }
 step_gap() {
   timeout $(at_most ${GAP_TIMEOUT:-100000} 15) python3 scripts/bench_matmul_gap.py --out $OUT/bench_matmul_gap.jsonl \
