@@ -755,9 +755,9 @@ class IsolatedBenchmarker:
         for i in chunk:
             c = configs[i]
             # waited on in turn, each for at most the worker's timeout: compiles run in the order they were queued,
-            # so one that is still not done that long after the one before is a compile that hangs or crawls (a
-            # Helion 1.4.0 softmax config took 339 s to compile on the CPU machine); the worker's own timeout then
-            # records it as it did before the pool compiled it
+            # so one that is still not done that long after the one before hangs or crawls (on the H200 the Helion
+            # pool's answers never came, session 10); the worker's own timeout then records it as it did before
+            # the pool compiled it
             info = self.pool.result(submit(c), self.timeout_s) if submit else None
             if info is not None:  # a Helion config's compile began with Helion's code generation, in this process
                 info = {**info, "compile_s": info["compile_s"] + info.get("codegen_s", 0.0)}
