@@ -13,6 +13,7 @@ import pytest
 
 from costmodel import dataset
 from costmodel.benchmark import HELION_POOL
+from costmodel.hardware import KNOWN
 from costmodel.helion import available, families, helion_version
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,8 +228,9 @@ def test_a_helion_launch_that_cannot_be_captured_is_left_to_the_timing_worker(mo
 
 def test_a_problem_helion_cannot_compile_skips_its_group_and_the_plan_goes_on(monkeypatch, capsys):
     """Helion's compiler may refuse a kernel for a problem (1.4.0 on the H200: ShapeMismatch tracing attention):
-    that group is left out with one line on stderr and the others are planned; a kernel refused for the first three
-    problems drawn is bad input, one clear error, rather than a plan that silently measures nothing."""
+    that group is left out with one line on stderr and the others are planned; a kernel refused for every one of
+    its first draws (``HELION_REFUSALS``) is bad input when it is the plan's only kernel, one clear error rather
+    than a plan that silently measures nothing, and is left out, with one line, beside other kernels."""
     import numpy as np
 
     from collect import plan as planning
@@ -251,5 +253,11 @@ def test_a_problem_helion_cannot_compile_skips_its_group_and_the_plan_goes_on(mo
     assert err.count("group skipped") == 3 and "ShapeMismatch" not in err and "RuntimeError: Shape mismatch" in err
 
     monkeypatch.setattr(type(fam), "bind", lambda *a, **k: (_ for _ in ()).throw(RuntimeError("no")))
-    with pytest.raises(CostModelError, match="could not compile the kernel for the first 3 problems"):
+    with pytest.raises(CostModelError, match=f"could not compile the kernel for the first {planning.HELION_REFUSALS} "):
         planning.helion_plan("helion:softmax", 3, 0, 4, None, np.random.default_rng(0), 0, (), "cpu")
+    with pytest.raises(CostModelError, match="could not compile"):  # the plan's only kernel
+        planning.make_plan(["helion:softmax"], 2, 4, None, 0, KNOWN["nvidia-h200"], 0, device="cpu")
+    capsys.readouterr()
+    plan = planning.make_plan(["helion:softmax", "rmsnorm"], 4, 4, None, 0, KNOWN["nvidia-h200"], 0, device="cpu")
+    assert {g.family for g in plan} == {"rmsnorm"} and len(plan) == 2
+    assert "its groups are left out" in capsys.readouterr().err
