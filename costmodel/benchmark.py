@@ -203,6 +203,10 @@ def _init_compile_process(env: dict[str, str], hw: dict) -> None:
 
 # seconds: a compile process prints its threads' stacks this often (finding where the Helion pool stalls on the H200)
 POOL_STACKS_S = "COSTMODEL_POOL_STACKS_S"
+# seconds a Helion config's Triton compile may take in the pool: the timing worker's own timeout (30 s), within
+# which it compiled every config it recorded as ok (at most 12.3 s in session 11's helion:softmax group); Helion's
+# own autotuner allows 60 s (its autotune_compile_timeout)
+HELION_COMPILE_LIMIT_S = 30.0
 
 
 @functools.cache
@@ -267,13 +271,44 @@ def _compile_locked(fam: KernelFamily, problem: Problem, dtype: str, config: Con
                                         warmup=True), hw)
 
 
-def _compile_helion(spec, hw: dict) -> dict:
+def _compile_helion(spec, hw: dict, limit_s: float = HELION_COMPILE_LIMIT_S) -> dict:
     """Compile one Helion config's Triton kernel, as ``_compile_one`` a Triton family's, from its captured launch
-    (``costmodel.helion.launch``); the timing worker's ``compile_config`` and first call then load it."""
+    (``costmodel.helion.launch``); the timing worker's ``compile_config`` and first call then load it. A compile
+    still running after ``limit_s`` is stopped and is the config's outcome, a timeout."""
     from costmodel.helion import launch
 
-    launch.load_modules()  # once per process, outside compile_s
-    return _compiled(lambda: launch.compile_launch(spec), hw)
+    launch.load_modules()  # once per process, outside compile_s; the forked compile inherits them
+    return _within(limit_s, lambda: _compiled(lambda: launch.compile_launch(spec), hw))
+
+
+def _within(limit_s: float, work) -> dict:
+    """``work()``'s outcome, computed in a child forked from this process, which is killed after ``limit_s``:
+    Triton's compiler cannot be interrupted from Python (a long LLVM pass holds the thread), and killing this
+    compile process itself would break the whole pool."""
+    ctx = mp.get_context("fork")
+    recv, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_send_outcome, args=(send, work), daemon=True)
+    t0 = time.perf_counter()
+    child.start()
+    send.close()
+    try:
+        if recv.poll(limit_s):
+            return recv.recv()
+        return {"status": "timeout", "compile_s": time.perf_counter() - t0,
+                "error": f"Triton's compile did not finish in {limit_s:g} s"}
+    except EOFError:  # the child died without answering (the compiler crashed the process)
+        return {"status": "compile_error", "compile_s": time.perf_counter() - t0,
+                "error": f"the compile process died (exit code {child.exitcode})"}
+    finally:
+        if child.is_alive():
+            child.kill()
+        child.join()
+        recv.close()
+
+
+def _send_outcome(send, work) -> None:
+    send.send(work())
+    send.close()
 
 
 def _compiled(compile_kernel, hw: dict) -> dict:
@@ -303,6 +338,7 @@ class CompilePool:
         self._lock = threading.Lock()  # the Helion capture thread starts the executor too
         self._futures: dict[tuple, Future] = {}
         self._helion = _HelionLaunches(device, seed)
+        self.helion_limit_s = self._helion.limit_s
         self.spent = {"compile_s": 0.0, "lock_wait_s": 0.0}  # summed over its compiles: working, and waiting on a peer
 
     def _account(self, fut: Future) -> None:
@@ -378,8 +414,8 @@ class _HelionLaunches:
     takes 25-30 ms a config, which the caller's prefetch of a whole plan must not wait for), then compiled in the
     pool. Configs come a group at a time, so one group's kernel and tensors are kept."""
 
-    def __init__(self, device: str, seed: int):
-        self.device, self.seed = device, seed
+    def __init__(self, device: str, seed: int, limit_s: float = HELION_COMPILE_LIMIT_S):
+        self.device, self.seed, self.limit_s = device, seed, limit_s
         self._thread: ThreadPoolExecutor | None = None
         self._group: tuple | None = None  # ((family, problem, dtype), bound kernel, args)
 
@@ -397,7 +433,7 @@ class _HelionLaunches:
             out.set_result(None)
             return
         try:
-            inner = executor().submit(_compile_helion, spec, hw.as_dict())
+            inner = executor().submit(_compile_helion, spec, hw.as_dict(), self.limit_s)
         except BaseException as e:  # noqa: BLE001 - a broken pool: the caller's to handle
             out.set_exception(e)
             return
@@ -467,9 +503,13 @@ def time_callable(fn, device: str, budget_ms: float, min_reps: int, max_reps: in
 
 
 # Helion configs compile in the pool only where this is "1". On the H200 (session 10, call 4; Helion 1.4.0) the
-# pool answered none of them: every config waited out its bound, then compiled in the worker, and a collect of six
-# Helion kernels wrote no row in 165 s, where the worker alone measured 0.4-0.6 configs/s (call 1). The CPU tests
-# pass; the cause on the GPU host is not found yet (tests/test_helion_collect.py's GPU test runs with it set).
+# pool answered none of them within its bound and a collect of six Helion kernels wrote no row in 165 s. Session
+# 11 found why: its compile processes were in Triton's LLVM passes (their stacks every 15 s,
+# scripts/results/helion_pool_stacks-h200-2026-12-01-s11a.txt), and Helion's random population holds configs that
+# compile for minutes: 5 of one group's 40 hung the timing worker for its 30 s (helion:softmax M=128 N=6144), and
+# one of them took 82 s to compile for sm_90 on the CPU machine (scripts/experiments/helion_compile_times.py).
+# Each Helion compile in the pool is now bounded (HELION_COMPILE_LIMIT_S) and such a config recorded as a timeout
+# without the worker trying it again; the pool stays off until its GPU test passes on the H200.
 HELION_POOL = "COSTMODEL_HELION_POOL"
 # configs handed to the timing worker at once (each hand-over sets the group's inputs and reference up again, a few
 # ms). A whole-space matmul group (1,300-2,200 configs) used to be timed only after its last compile: compile and
@@ -749,16 +789,19 @@ class IsolatedBenchmarker:
 
     def _measure_chunk(self, submit, family: str, problem: Problem, dtype: str, configs: list[Config], chunk: range,
                        results: list) -> None:
+        from costmodel.helion.families import is_helion
+
         compile_s: dict[int, float] = {}
         todo = []
         t0 = time.perf_counter()
+        # waited on in turn, each for at most the worker's timeout: compiles run in the order they were queued, so
+        # one that is still not done that long after the one before hangs or crawls; the worker's own timeout then
+        # records it as it did before the pool compiled it. A Helion compile answers within its own limit (a
+        # timeout, HELION_COMPILE_LIMIT_S), so it is waited on for that limit more.
+        wait_s = self.timeout_s + (self.pool.helion_limit_s if submit and is_helion(family) else 0.0)
         for i in chunk:
             c = configs[i]
-            # waited on in turn, each for at most the worker's timeout: compiles run in the order they were queued,
-            # so one that is still not done that long after the one before hangs or crawls (on the H200 the Helion
-            # pool's answers never came, session 10); the worker's own timeout then records it as it did before
-            # the pool compiled it
-            info = self.pool.result(submit(c), self.timeout_s) if submit else None
+            info = self.pool.result(submit(c), wait_s) if submit else None
             if info is not None:  # a Helion config's compile began with Helion's code generation, in this process
                 info = {**info, "compile_s": info["compile_s"] + info.get("codegen_s", 0.0)}
             if info is not None and info["status"] != "ok":

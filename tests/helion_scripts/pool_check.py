@@ -1,10 +1,11 @@
 """The compile pool's Helion path on a CPU, for an sm_90 target (no GPU, no libcuda): run outside
 TRITON_INTERPRET, with Triton's on-disk cache in CACHE.
 
-  pool_check.py pool CACHE FAMILY N     the benchmarker's capture (``_HelionLaunches``: its thread, the kernel bound
+  pool_check.py pool CACHE FAMILY N [LIMIT]
+                                        the benchmarker's capture (``_HelionLaunches``: its thread, the kernel bound
                                         on CPU tensors) of the family's first N candidates, one with
                                         tensor-descriptor indexing, each compiled in a forkserver process by
-                                        ``benchmark._compile_helion``
+                                        ``benchmark._compile_helion`` within LIMIT seconds (default its own)
   pool_check.py worker CACHE FAMILY N   the timing worker's path in a fresh process: the group's kernel bound as the
                                         worker binds it, each config through Helion's compile_config and first call
                                         (Helion's own launcher; warmup only: nothing runs here), the N pooled
@@ -51,13 +52,13 @@ def entries(cache: str) -> set[str]:
     return set(os.listdir(cache)) if os.path.isdir(cache) else set()
 
 
-def pool(cache: str, family: str, n: int) -> list[dict]:
+def pool(cache: str, family: str, n: int, limit_s: float | None = None) -> list[dict]:
     from concurrent.futures import ProcessPoolExecutor
 
     from costmodel import benchmark
     from costmodel.hardware import KNOWN
 
-    launches = benchmark._HelionLaunches("cpu", 0)
+    launches = benchmark._HelionLaunches("cpu", 0, *([limit_s] if limit_s else []))
     with ProcessPoolExecutor(2, mp_context=benchmark.process_context(), initializer=target_only) as ex:
         futs = [launches.submit("helion:" + family, PROBLEMS[family], "float16", c, lambda: ex, KNOWN["nvidia-h200"])
                 for c in configs(family, n)[:n]]
@@ -85,4 +86,8 @@ if __name__ == "__main__":
     mode, cache, family, n = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
     os.environ["TRITON_CACHE_DIR"] = cache
     target_only()
-    print(json.dumps({"results": (pool if mode == "pool" else worker)(cache, family, n)}))
+    if mode == "pool":
+        results = pool(cache, family, n, float(sys.argv[5]) if len(sys.argv) > 5 else None)
+    else:
+        results = worker(cache, family, n)
+    print(json.dumps({"results": results}))
