@@ -48,7 +48,50 @@ INTERPRETER = replace(KNOWN["nvidia-h200"], gpu="interpreter", name="Triton inte
 
 def current(device: int | None = None, hint: str = "run on a GPU host") -> HardwareRecord:
     """The record of the visible CUDA device; without one, an error ending in ``hint``: what the caller can do
-    instead."""
+    instead. Asked of the CUDA driver where it loads, else of torch."""
+    return from_driver(device or 0) or from_torch(device, hint)
+
+
+# CUdevice_attribute values (cuda.h) of the record's fields
+_ATTRIBUTES = {"sm_count": 16, "mem_clock_khz": 36, "mem_bus_bits": 37, "l2_bytes": 38, "max_threads_per_sm": 39,
+               "cc_major": 75, "cc_minor": 76, "smem_per_sm": 81, "regs_per_sm": 82, "smem_per_block": 97}
+
+
+def from_driver(device: int = 0) -> HardwareRecord | None:
+    """The record from the CUDA driver API (libcuda through ctypes), or None where the driver or a device is not
+    there. It creates no CUDA context and imports no torch: a `tune` command's own process then never does, and its
+    start-up is not 3.8 s of `import torch` and 1.35 s of a context on the H200 host
+    (scripts/results/bench_startup-h200-2026-11-29.json) before it can rank; its timing worker, a child of the
+    process server, has them already. Device ordinals follow CUDA_VISIBLE_DEVICES, as torch's do."""
+    import ctypes
+
+    try:
+        cu = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return None
+    handle, count, value = ctypes.c_int(), ctypes.c_int(), ctypes.c_int()
+    name = ctypes.create_string_buffer(256)
+    if (cu.cuInit(0) or cu.cuDeviceGetCount(ctypes.byref(count)) or not 0 <= device < count.value
+            or cu.cuDeviceGet(ctypes.byref(handle), device) or cu.cuDeviceGetName(name, len(name), handle)):
+        return None
+    got = {}
+    for field, attribute in _ATTRIBUTES.items():
+        if cu.cuDeviceGetAttribute(ctypes.byref(value), attribute, handle):
+            return None
+        got[field] = value.value
+    return _record(name.value.decode(), got)
+
+
+def _record(name: str, a: dict) -> HardwareRecord:
+    bw = 2 * a["mem_clock_khz"] * 1e3 * a["mem_bus_bits"] / 8 / 1e9  # double data rate
+    return HardwareRecord(
+        gpu=slug(name), name=name, cc_major=a["cc_major"], cc_minor=a["cc_minor"], sm_count=a["sm_count"],
+        smem_per_block=a["smem_per_block"], smem_per_sm=a["smem_per_sm"], regs_per_sm=a["regs_per_sm"],
+        l2_bytes=a["l2_bytes"], mem_bandwidth_gbs=round(bw, 1), max_threads_per_sm=a["max_threads_per_sm"])
+
+
+def from_torch(device: int | None = None, hint: str = "run on a GPU host") -> HardwareRecord:
+    """The record as torch and Triton's driver report it (the way every recorded row's was taken)."""
     import torch
 
     if not torch.cuda.is_available():
@@ -60,13 +103,12 @@ def current(device: int | None = None, hint: str = "run on a GPU host") -> Hardw
     from triton.runtime import driver
 
     dev = driver.active.utils.get_device_properties(idx)
-    bw = 2 * dev["mem_clock_rate"] * 1e3 * dev["mem_bus_width"] / 8 / 1e9
-    return HardwareRecord(
-        gpu=slug(p.name), name=p.name, cc_major=p.major, cc_minor=p.minor, sm_count=p.multi_processor_count,
-        smem_per_block=dev["max_shared_mem"], smem_per_sm=getattr(p, "shared_memory_per_multiprocessor", dev["max_shared_mem"]),
-        regs_per_sm=getattr(p, "regs_per_multiprocessor", 65536), l2_bytes=p.L2_cache_size, mem_bandwidth_gbs=round(bw, 1),
-        max_threads_per_sm=getattr(p, "max_threads_per_multi_processor", 2048),
-    )
+    return _record(p.name, {
+        "sm_count": p.multi_processor_count, "mem_clock_khz": dev["mem_clock_rate"], "mem_bus_bits": dev["mem_bus_width"],
+        "l2_bytes": p.L2_cache_size, "max_threads_per_sm": getattr(p, "max_threads_per_multi_processor", 2048),
+        "cc_major": p.major, "cc_minor": p.minor, "smem_per_block": dev["max_shared_mem"],
+        "smem_per_sm": getattr(p, "shared_memory_per_multiprocessor", dev["max_shared_mem"]),
+        "regs_per_sm": getattr(p, "regs_per_multiprocessor", 65536)})
 
 
 def usable_cores() -> int:
