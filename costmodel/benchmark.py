@@ -297,6 +297,7 @@ def _within(limit_s: float, work) -> dict:
         return {"status": "timeout", "compile_s": time.perf_counter() - t0,
                 "error": f"Triton's compile did not finish in {limit_s:g} s"}
     except EOFError:  # the child died without answering (the compiler crashed the process)
+        child.join()
         return {"status": "compile_error", "compile_s": time.perf_counter() - t0,
                 "error": f"the compile process died (exit code {child.exitcode})"}
     finally:
