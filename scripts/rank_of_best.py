@@ -11,7 +11,7 @@ import json
 
 import click
 
-from costmodel import hardware, model
+from costmodel import model
 from costmodel.dataset import canonical_json
 from tuner.tune import predict
 
@@ -20,7 +20,8 @@ from tuner.tune import predict
 @click.argument("rows", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--gpu", default="nvidia-h200", show_default=True)
 def main(rows: tuple[str, ...], gpu: str) -> None:
-    hw, cm = hardware.for_gpu(gpu), model.load(gpu, gpu=gpu)
+    cm = model.load(gpu, gpu=gpu)
+    hw = cm.hardware  # the record its training rows carry, as a live tune on that GPU reads it
     for path in rows:
         for line in open(path):
             r = json.loads(line)
