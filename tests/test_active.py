@@ -48,8 +48,10 @@ def test_probe_holds_the_models_top_k_random_others_and_the_default(swept_groups
         valid = space.enumerate_valid(fam, g.problem, g.dtype, H200)
         keys = [dataset.canonical_json(c) for c in p.configs]
         assert len(keys) == len(set(keys)) and 2 * active.PROBE_K <= len(keys) <= 2 * active.PROBE_K + 1
+        # ranked on the model's own hardware record, as probe_plan ranks (its measured bandwidth, 4814.3 GB/s, is
+        # not the KNOWN record's 4800, and the model's trees may split between the two)
         ranked = [valid[i] for i in model.rank(cm, features.candidates_table(
-            g.family, g.problem, g.dtype, valid, H200))]
+            g.family, g.problem, g.dtype, valid, cm.hardware))]
         assert list(p.configs[:active.PROBE_K]) == ranked[:active.PROBE_K]
         assert fam.default_config(g.problem, g.dtype, H200) in p.configs and not p.exhaustive
     assert active.probe_plan(cands, cm, H200, seed=3) == probes  # seeded

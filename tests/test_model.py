@@ -6,6 +6,7 @@ Tests using ``slice_root`` (conftest.py) train on a slice of the real measuremen
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import subprocess
@@ -409,6 +410,20 @@ def test_training_is_deterministic(slice_root):
     a, _ = model.fit(table, params)
     b, _ = model.fit(table, model.TrainParams(n_estimators=20, nthread=2))
     assert bytes(a.save_raw("ubj")) == bytes(b.save_raw("ubj"))
+
+
+@pytest.mark.parametrize("field", [{"objective": "rank:pairwise"}, {"pair_method": "mean"},
+                                   {"eval_metric": "ndcg@1", "early_stopping_rounds": 2}])
+def test_ranking_knobs_reach_xgboost(slice_root, field):
+    """TrainParams' objective, pair method and early-stopping metric each change the model fitted on real rows."""
+    table, _ = model.training_table(slice_root)
+    params = model.TrainParams(n_estimators=20, nthread=1)
+    a, _ = model.fit(table, params)
+    b, _ = model.fit(table, dataclasses.replace(params, **field))
+    if "eval_metric" in field:  # the same trees, cut where the other metric stops improving
+        a, _ = model.fit(table, dataclasses.replace(params, early_stopping_rounds=2))
+    assert bytes(a.save_raw("ubj")) != bytes(b.save_raw("ubj"))
+    assert json.loads(b.save_config())["learner"]["objective"]["name"] == field.get("objective", "rank:ndcg")
 
 
 def test_splits_split_groups_never_rows():
