@@ -31,12 +31,14 @@ def slug(name: str) -> str:
 
 
 # Known records, for CPU-side work (tests under TRITON_INTERPRET, --predict-only) where no GPU answers.
-# The H200 row is what torch reported on the H200 we collect on (132 SMs, 60 MB L2, 227 KB opt-in smem).
+# The H200 row is what torch reported on the H200 we collect on (132 SMs, 60 MB L2, 227 KB opt-in smem), the
+# bandwidth as every recorded row carries it: the model's trees split on it (session 11: 4800, a rounded figure,
+# ranked a matmul's 8th config differently from the 4814.3 of its training rows)
 KNOWN = {
     "nvidia-h200": HardwareRecord(
         gpu="nvidia-h200", name="NVIDIA H200", cc_major=9, cc_minor=0, sm_count=132,
         smem_per_block=232448, smem_per_sm=233472, regs_per_sm=65536, l2_bytes=62914560,
-        mem_bandwidth_gbs=4800.0,
+        mem_bandwidth_gbs=4814.3,
     ),
 }
 
