@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -26,9 +26,17 @@ left() { echo $(( ${DEADLINE:-580} - SECONDS - ${1:-0} )); }  # seconds to the d
 at_most() { local l; l=$(left "$2"); echo $(( $1 < l ? $1 : l )); }
 no_json() { grep -v '^{'; [ $? -le 1 ]; }  # drop JSON rows (grep finding no other line is no failure)
 
+# pytest stopped by its time limit with SIGINT prints where it stood and the summary of what ran (killed with TERM it
+# printed nothing: session 11, call 5); KILL follows 15 s later
 step_tests() {
-  COSTMODEL_TEST_GPU=1 timeout $(at_most ${TESTS_TIMEOUT:-420} 15) python3 -m pytest -q -p no:cacheprovider -m gpu \
-    --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
+  COSTMODEL_TEST_GPU=1 timeout -s INT -k 15 $(at_most ${TESTS_TIMEOUT:-420} 30) python3 -m pytest -q -p no:cacheprovider \
+    -m gpu --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
+}
+step_helion_pool() {  # issue 18: the Helion compile pool's GPU test (HPOOL_TIMEOUT), its compile processes' stacks
+  # every HPOOL_STACKS_S seconds, all in $OUT/helion_pool.txt
+  COSTMODEL_TEST_GPU=1 COSTMODEL_HELION_POOL=1 COSTMODEL_POOL_STACKS_S=${HPOOL_STACKS_S:-60} \
+    timeout -s INT -k 15 $(at_most ${HPOOL_TIMEOUT:-240} 30) python3 -m pytest -p no:cacheprovider -s --full-trace -m gpu \
+    -k compiles_in_the_pool_on_the_gpu tests/test_helion_collect.py 2>&1 | tee $OUT/helion_pool.txt | tail -40
 }
 step_bench() {
   timeout $(at_most ${BENCH_TIMEOUT:-240} 15) python3 scripts/bench_kernels.py --out $OUT/bench_kernels.json 2>&1 \
