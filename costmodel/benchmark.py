@@ -339,8 +339,12 @@ class CompilePool:
         self._lock = threading.Lock()  # the Helion capture thread starts the executor too
         self._futures: dict[tuple, Future] = {}
         self._helion = _HelionLaunches(device, seed)
-        self.helion_limit_s = self._helion.limit_s
         self.spent = {"compile_s": 0.0, "lock_wait_s": 0.0}  # summed over its compiles: working, and waiting on a peer
+
+    @property
+    def helion_limit_s(self) -> float:
+        """Seconds a Helion config's compile may take before the pool answers that it timed out."""
+        return self._helion.limit_s
 
     def _account(self, fut: Future) -> None:
         if not fut.cancelled() and fut.exception() is None and fut.result() is not None:

@@ -206,8 +206,8 @@ def test_a_launch_description_rebuilds_a_tensor_descriptor_over_a_meta_tensor():
 def test_helion_group_compiles_in_the_pool_on_the_gpu(tmp_path, monkeypatch):
     """A helion:softmax group through the IsolatedBenchmarker: every config ok or a compile past the pool's limit,
     each compiled by the pool (its compile_s the pool's plus Helion's code generation in the parent), so the timing
-    worker's first call of each loaded a binary (Triton's compile of one took about 2 s in the worker on the H200, the worker's whole hand-over
-    of a config here well under a second). A fresh Triton home and no TRITON_CACHE_DIR: Helion would point the
+    worker's first call of each loaded a binary (Triton's compile of one took about 2 s in the worker on the H200,
+    the worker's whole hand-over of a config here well under a second). A fresh Triton home and no TRITON_CACHE_DIR: Helion would point the
     worker's Triton cache at its own folder, away from the pool's, but for the benchmarker's pin."""
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker

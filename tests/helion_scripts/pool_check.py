@@ -58,7 +58,7 @@ def pool(cache: str, family: str, n: int, limit_s: float | None = None) -> list[
     from costmodel import benchmark
     from costmodel.hardware import KNOWN
 
-    launches = benchmark._HelionLaunches("cpu", 0, *([limit_s] if limit_s else []))
+    launches = benchmark._HelionLaunches("cpu", 0, limit_s or benchmark.HELION_COMPILE_LIMIT_S)
     with ProcessPoolExecutor(2, mp_context=benchmark.process_context(), initializer=target_only) as ex:
         futs = [launches.submit("helion:" + family, PROBLEMS[family], "float16", c, lambda: ex, KNOWN["nvidia-h200"])
                 for c in configs(family, n)[:n]]
