@@ -507,14 +507,16 @@ def time_callable(fn, device: str, budget_ms: float, min_reps: int, max_reps: in
     return [s.elapsed_time(e) for s, e in zip(starts, ends)], reps
 
 
-# Helion configs compile in the pool only where this is "1". On the H200 (session 10, call 4; Helion 1.4.0) the
-# pool answered none of them within its bound and a collect of six Helion kernels wrote no row in 165 s. Session
-# 11 found why: its compile processes were in Triton's LLVM passes (their stacks every 15 s,
+# Helion configs compile in the pool unless this is "0". On the H200 (session 10, call 4; Helion 1.4.0) the pool
+# answered none of them within its bound and a collect of six Helion kernels wrote no row in 165 s. Session 11 found
+# why: its compile processes were in Triton's LLVM passes (their stacks every 15 s,
 # scripts/results/helion_pool_stacks-h200-2026-12-01-s11a.txt), and Helion's random population holds configs that
 # compile for minutes: 5 of one group's 40 hung the timing worker for its 30 s (helion:softmax M=128 N=6144), and
 # one of them took 82 s to compile for sm_90 on the CPU machine (scripts/experiments/helion_compile_times.py).
 # Each Helion compile in the pool is now bounded (HELION_COMPILE_LIMIT_S) and such a config recorded as a timeout
-# without the worker trying it again; the pool stays off until its GPU test passes on the H200.
+# without the worker trying it again. With that bound the pool's GPU test passed on the H200 (session 12, call 1:
+# scripts/results/helion_pool-h200-2026-12-01-s12.txt), so the pool is the default; "0" leaves each Helion config
+# to compile in the timing worker, as before.
 HELION_POOL = "COSTMODEL_HELION_POOL"
 # configs handed to the timing worker at once (each hand-over sets the group's inputs and reference up again, a few
 # ms). A whole-space matmul group (1,300-2,200 configs) used to be timed only after its last compile: compile and
@@ -771,7 +773,7 @@ class IsolatedBenchmarker:
         if self.pool is None:
             return None
         if is_helion(family):
-            if os.environ.get(HELION_POOL) != "1":
+            if os.environ.get(HELION_POOL) == "0":
                 return None
             return lambda c: self.pool.submit_helion(family, problem, dtype, c)
         fam = get_family(family)

@@ -34,7 +34,7 @@ step_tests() {
 }
 step_helion_pool() {  # issue 18: the Helion compile pool's GPU test (HPOOL_TIMEOUT), its compile processes' stacks
   # every HPOOL_STACKS_S seconds, all in $OUT/helion_pool.txt
-  COSTMODEL_TEST_GPU=1 COSTMODEL_HELION_POOL=1 COSTMODEL_POOL_STACKS_S=${HPOOL_STACKS_S:-60} \
+  COSTMODEL_TEST_GPU=1 COSTMODEL_POOL_STACKS_S=${HPOOL_STACKS_S:-60} \
     timeout -s INT -k 15 $(at_most ${HPOOL_TIMEOUT:-240} 30) python3 -m pytest -p no:cacheprovider -s --full-trace -m gpu \
     -k compiles_in_the_pool_on_the_gpu tests/test_helion_collect.py 2>&1 | tee $OUT/helion_pool.txt | tail -40
 }
