@@ -257,6 +257,30 @@ def test_a_kernel_unlike_the_data_hands_over(rows, trained, fake_search):
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want and len(want) == tuner.n_seeds
 
 
+def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
+    """Helion's compile-and-benchmark path times the top-k with its compile timeout capped at the collector's
+    bound (Helion allows 60 s, and its population holds configs that compile for minutes); the setting is the
+    kernel's own again afterwards, and a lower one is kept."""
+    from helion.autotuner.finite_search import FiniteSearch
+
+    from costmodel.benchmark import HELION_COMPILE_LIMIT_S
+    from tuner.helion import HelionBenchmark
+
+    seen = []
+
+    def autotune(self, skip_cache=False):  # where Helion's search starts: its baseline, then the batch
+        seen.append(self.settings.autotune_compile_timeout)
+        raise RuntimeError("no GPU here")
+
+    monkeypatch.setattr(FiniteSearch, "autotune", autotune)
+    for allowed, capped in ((60, int(HELION_COMPILE_LIMIT_S)), (10, 10)):
+        bound, args = _bound("helion:softmax", {"M": 8, "N": 64}, "float16", autotune_compile_timeout=allowed)
+        candidates = families.candidates(bound, 2, seed=0)
+        with pytest.raises(RuntimeError, match="no GPU"):
+            HelionBenchmark().measure(bound, args, candidates)
+        assert seen[-1] == capped and bound.settings.autotune_compile_timeout == allowed
+
+
 # --- on the GPU ------------------------------------------------------------------------------------------
 
 @pytest.mark.gpu
