@@ -35,20 +35,36 @@ def _rows(data: str, gpu: str):
     return t[~t["kernel"].str.startswith("helion:")]
 
 
-def drift(t) -> list[dict]:
-    """Per family and size bin: pairs measured ok in two or more runs, the median, p10 and p90 of later / first."""
+def drift(t):
+    """Every pair measured ok in two or more runs: its family, first and last time and run, last / first."""
     ok = t[t["status"] == "ok"].sort_values(["ts", "run_id"])
     runs = ok.groupby(["group_id", "config_json"])["run_id"].transform("nunique")
     ok = ok[runs > 1]
     pairs = ok.groupby(["group_id", "config_json"]).agg(kernel=("kernel", "first"), first=("latency_ms", "first"),
-                                                        last=("latency_ms", "last"))
+                                                        last=("latency_ms", "last"), first_run=("run_id", "first"),
+                                                        last_run=("run_id", "last"))
     pairs["ratio"] = pairs["last"] / pairs["first"]
+    return pairs
+
+
+def by_size(pairs) -> list[dict]:
     out = []
     for (kernel, lo, hi), grp in _bins(pairs):
         r = grp["ratio"].to_numpy()
         out.append({"kernel": kernel, "first_ms_from": lo, "first_ms_to": hi, "pairs": len(r),
                     "median": float(np.median(r)), "p10": float(np.percentile(r, 10)),
                     "p90": float(np.percentile(r, 90))})
+    return out
+
+
+def by_runs(pairs) -> list[dict]:
+    """Per (first run, last run) of the pairs: how many, and the median of last / first under 30 us and over."""
+    out = []
+    for (a, b), grp in pairs.groupby(["first_run", "last_run"]):
+        tiny = grp["first"] <= 0.03
+        out.append({"first_run": a, "last_run": b, "pairs": len(grp), "pairs_under_30us": int(tiny.sum()),
+                    "median_under_30us": float(grp.loc[tiny, "ratio"].median()) if tiny.any() else None,
+                    "median_over_30us": float(grp.loc[~tiny, "ratio"].median()) if (~tiny).any() else None})
     return out
 
 
@@ -97,14 +113,16 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     try:
         t = _rows(args.data, args.gpu)
-        out = {"gpu": args.gpu, "drift": drift(t), "whole_space": mixed_groups(t, args.data, args.gpu)}
+        pairs = drift(t)
+        out = {"gpu": args.gpu, "drift": by_size(pairs), "by_runs": by_runs(pairs),
+               "whole_space": mixed_groups(t, args.data, args.gpu)}
     except CostModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     for r in out["drift"]:
         print(f"{r['kernel']:10} first {r['first_ms_from']:g}-{r['first_ms_to']:g} ms  pairs {r['pairs']:5}  later/first "
               f"median {r['median']:.3f}  p10 {r['p10']:.3f}  p90 {r['p90']:.3f}", file=sys.stderr)
-    for r in out["whole_space"]:
+    for r in [*out["by_runs"], *out["whole_space"]]:
         print(json.dumps(r), file=sys.stderr)
     if args.json:
         print(json.dumps(out))
