@@ -2,6 +2,7 @@
 rows recorded under an older hash of today's kernel go on in their group, and each (group, config) pair reads
 once, however many times it was measured."""
 
+import collections
 import json
 import os
 import subprocess
@@ -37,7 +38,7 @@ def _pairs(t) -> list[tuple[str, str]]:
 
 # --- one measurement per pair ---------------------------------------------------------------------------
 
-def test_committed_data_reads_each_pair_once_its_first_measurement(data_root):
+def test_committed_data_reads_each_pair_once_its_first_measurement_or_its_whole_runs(data_root):
     raw = _raw(data_root)
     t = dataset.read(data_root, ["group_id", "config_json", "ts", "run_id"])
     pairs = _pairs(t)
@@ -45,10 +46,26 @@ def test_committed_data_reads_each_pair_once_its_first_measurement(data_root):
     assert set(t["group_id"].to_pylist()) == set(raw["group_id"].to_pylist()), "no group lost"
     every = dataset.read(data_root, ["group_id", "config_json", "ts", "run_id"], every_measurement=True)
     assert every.num_rows == raw.num_rows, "every measurement stays on disk and readable"
+    # each pair's first measurement, or in a group one run measured whole, the earliest such run's
     first: dict = {}  # config_json as the reader speaks it (knobs added later filled in)
-    for key, ts, run in zip(_pairs(every), every["ts"].to_pylist(), every["run_id"].to_pylist()):
-        first[key] = min(first.get(key, (ts, run)), (ts, run))
-    assert [first[key] for key in pairs] == list(zip(t["ts"].to_pylist(), t["run_id"].to_pylist()))
+    configs, runs = collections.defaultdict(set), collections.defaultdict(set)
+    run_start: dict = {}
+    rows = list(zip(_pairs(every), every["ts"].to_pylist(), every["run_id"].to_pylist()))
+    for (group, config), ts, run in rows:
+        first[(group, config)] = min(first.get((group, config), (ts, run)), (ts, run))
+        configs[group].add(config)
+        runs[(group, run)].add(config)
+        run_start[(group, run)] = min(run_start.get((group, run), ts), ts)
+    whole = {}
+    for (group, run), cs in runs.items():
+        if cs == configs[group]:
+            whole[group] = min(whole.get(group, (run_start[(group, run)], run)), (run_start[(group, run)], run))
+    in_run: dict = {}
+    for (group, config), ts, run in rows:
+        if group in whole and whole[group][1] == run:
+            in_run[(group, config)] = min(in_run.get((group, config), (ts, run)), (ts, run))
+    assert [in_run.get(key, first[key]) for key in pairs] == list(zip(t["ts"].to_pylist(), t["run_id"].to_pylist()))
+    assert sum(in_run.get(key, first[key]) != first[key] for key in pairs) < 100, "a handful of pairs moved"
     # every pair trains one kind's model: the Triton model's, or the Helion model's (helion:<name> kernels)
     tables = [model.training_table(data_root, None, model.feature_set(kind))[0] for kind in ("triton", "helion")]
     assert sum(t.num_rows for t in tables) == len(set(_pairs(raw)))
@@ -80,6 +97,27 @@ def test_a_measurement_taken_again_stays_on_disk_and_the_first_reads(tmp_path):
     assert _raw(tmp_path).num_rows == 4
     t = dataset.read(tmp_path, ["run_id", "config_json"])
     assert t.num_rows == 2 and set(t["run_id"].to_pylist()) == {"a"}
+
+
+def test_a_group_one_run_measured_whole_reads_that_runs_times(tmp_path):
+    """A group sampled in one call and measured whole in a later one (`collect --complete --remeasure`) reads the
+    whole run's times for every config, the sampled pair included: a group's order then comes from one call. A
+    group no run measured whole keeps each pair's first measurement."""
+    fam, problem = get_family("softmax"), {"M": 3, "N": 96}
+    configs = tuple(space.sample(fam, problem, "float16", HW, 3, __import__("numpy").random.default_rng(0)))
+    whole, part, rest = (GroupPlan("softmax", problem, "float16", c, False) for c in (configs, configs[:1], configs[1:]))
+    from costmodel.hardware import INTERPRETER
+
+    with IsolatedBenchmarker(INTERPRETER, device="cpu") as bench:
+        run_plan([part], tmp_path / "mixed", bench, INTERPRETER, run_id="a")
+        run_plan([rest], tmp_path / "mixed", bench, INTERPRETER, run_id="b")
+        run_plan([part], tmp_path / "remeasured", bench, INTERPRETER, run_id="c")
+        run_plan([whole], tmp_path / "remeasured", bench, INTERPRETER, run_id="d", resume=False)
+    mixed = dataset.read(tmp_path / "mixed", ["run_id", "config_json"])
+    assert sorted(mixed["run_id"].to_pylist()) == ["a", "b", "b"]
+    remeasured = dataset.read(tmp_path / "remeasured", ["run_id", "config_json"])
+    assert _raw(tmp_path / "remeasured").num_rows == 4
+    assert remeasured["run_id"].to_pylist() == ["d"] * 3
 
 
 # --- the kernel hash --------------------------------------------------------------------------------------
