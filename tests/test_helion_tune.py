@@ -100,6 +100,7 @@ def test_features_of_recorded_rows_from_the_spec(rows):
         assert (col["n_tiles"][at] == n_t).all() and (col["n_reductions"][at] == n_r).all()
         assert (col["n_memory_ops"][at] == families.op_counts(spec)["indexing"]).all()
         applies = ["log2_programs", "log2_tile_elems", "log2_num_warps", "num_stages", "indexing_pointer",
+                   "tile_fill", "live_loads", "indexing_load_pointer", "indexing_store_pointer", "evict_live_first",
                    *(f"{f}_{i}" for i in range(n_t) for f in ("log2_block", "block_ratio", "log2_tiles")),
                    *(f"{f}_{i}" for i in range(n_r) for f in ("reduction_rolled", "log2_reduction_block",
                                                                "reduction_ratio", "log2_reduction_trips")),
@@ -109,7 +110,8 @@ def test_features_of_recorded_rows_from_the_spec(rows):
         for name in [*(f"log2_block_{i}" for i in range(n_t, features.MAX_TILES)),
                      *(f"reduction_ratio_{i}" for i in range(n_r, features.MAX_REDUCTIONS))]:
             assert np.isnan(col[name][at]).all(), (kernel, name)  # absent, not zero
-        # a kernel that is no family here is read off its spec: the same features as the family's formulas
+        # a kernel that is no family here is read off its spec and its code: the same features as the family's
+        assert features.live_memory_ops(bound) == [list(ops) for ops in fam.memory_ops], kernel
         cj = g["config_json"].to_pylist()
         via_spec = helion_model.matrix(["user:k"] * len(cj), [problem] * len(cj), [dtype] * len(cj), cj,
                                        features.spec_shape(bound))
