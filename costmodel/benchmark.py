@@ -17,6 +17,7 @@ import functools
 import math
 import multiprocessing as mp
 import os
+import sys
 import threading
 import time
 from concurrent.futures import Future, ProcessPoolExecutor, ThreadPoolExecutor
@@ -138,8 +139,14 @@ def start_process_server() -> None:
 
 
 def _adopt_environment(env: dict[str, str]) -> None:
+    """A benchmarker process's start: its parent's environment, and its stdout onto stderr. The command's stdout
+    carries its one JSON object; Helion and Triton print there (a failed ptxas run's whole PTX, 37,000 lines in
+    `collect --json` on the H200, session 12), and every process forked from the server shares that stdout."""
     os.environ.clear()
     os.environ.update(env)
+    sys.stdout.flush()
+    os.dup2(2, 1)
+    sys.stdout = sys.stderr
 
 
 # --- compile pool (warm Triton's cache without touching the GPU) -------------------------------------------

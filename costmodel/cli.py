@@ -132,7 +132,8 @@ def _describe_plan(plan: list, gpu: str) -> None:
 @click.option("--model", "model_ref", default=None, help="with --active: the model that ranks (default: the shipped one)")
 @click.option("--complete", is_flag=True,
               help="instead of new groups, the whole-space groups --out holds (within --where, --dtype), each "
-                   "measured over today's whole valid space: only what it lacks, e.g. the values of a new knob")
+                   "measured over today's whole valid space: only what it lacks, e.g. the values of a new knob; "
+                   "with --remeasure every config again, so that the group has one run's times")
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, bounds, timeout,
@@ -166,9 +167,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
                              "is read back)")
     if model_ref and active is None:
         raise CostModelError("--model ranks the probe of --active: pass --active N")
-    if complete and (active is not None or not resume or helion_names or dask_address or "://" in out):
-        raise CostModelError("--complete measures what the whole-space groups in a local --out lack: not with "
-                             "--active, --remeasure, --dask or Helion kernels")
+    if complete and (active is not None or helion_names or dask_address or "://" in out):
+        raise CostModelError("--complete measures the whole-space groups in a local --out: not with --active, "
+                             "--dask or Helion kernels")
 
     def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
         raise KeyboardInterrupt

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from costmodel import model
+from costmodel import hardware, model
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -156,10 +156,38 @@ def test_piped_tables_keep_knob_names_and_paths_whole(tmp_path):
 
 @pytest.mark.parametrize("extra,needle", [
     (["--active", "2"], "not with --active"),
-    (["--remeasure"], "not with --active, --remeasure"),
+    (["--dask", "tcp://127.0.0.1:1"], "not with --active, --dask"),
     (["--where", "M<0"], "holds no whole-space group of matmul"),
 ])
 def test_collect_complete_refuses_what_it_cannot_do(extra, needle, cli, tmp_path, data_root):
     code, stdout, stderr = cli("collect", "--kernel", "matmul", "--complete", "--out", str(data_root), *extra)
     _one_line_error(code, stderr, needle)
     assert stdout == ""
+
+
+def test_collect_complete_remeasure_plans_each_whole_space_group_whole_again(cli, data_root, monkeypatch):
+    """`collect --complete --remeasure`: each whole-space group's every valid config, measured again in this run
+    (one call's times for a group whose rows mix calls), where --complete alone measures only what a group lacks."""
+    import contextlib
+
+    from collect import plan as planning, runner
+    from costmodel import benchmark
+
+    ran = []
+
+    def run_plan(plan, out, bench, hw, run_id, resume, **kw):
+        ran.append((plan, resume))
+        return {"run_id": run_id, "groups": len(plan), "measured": 0, "counts": {"ok": 0}, "ok_per_s": 0, "wall_s": 0}
+
+    monkeypatch.setattr(runner, "run_plan", run_plan)
+    monkeypatch.setattr(benchmark, "interpreting", lambda: True)
+    monkeypatch.setattr(benchmark, "IsolatedBenchmarker", lambda *a, **kw: contextlib.nullcontext())
+    for extra, resume in (([], True), (["--remeasure"], False)):
+        code, _, stderr = cli("collect", "--kernel", "rmsnorm", "--complete", "--where", "M<=16", "--out",
+                              str(data_root), *extra)
+        assert code == 0, stderr
+        plan, resumed = ran[-1]
+        want = planning.complete_plan(str(data_root), ["rmsnorm"], None, hardware.INTERPRETER,
+                                      (planning.DimBound.parse("M<=16"),))
+        assert resumed is resume and plan == want and all(g.exhaustive for g in plan) and plan
+

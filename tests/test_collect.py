@@ -24,6 +24,7 @@ from costmodel.errors import CostModelError
 from costmodel.hardware import INTERPRETER, KNOWN
 from costmodel.kernels import get_family
 
+ROOT = Path(__file__).resolve().parents[1]
 HW = KNOWN["nvidia-h200"]
 FAULTY = "faulty_family:Faulty"
 
@@ -199,6 +200,23 @@ def test_a_process_server_started_ahead_is_the_one_the_benchmarker_forks_from():
     assert server is not None and server != os.getpid()
     with ProcessPoolExecutor(1, mp_context=process_context()) as pool:
         assert pool.submit(_parent_pid).result() == server
+
+
+def test_what_a_benchmarker_process_prints_stays_off_the_commands_stdout(tmp_path):
+    """`collect --json` owns its stdout (one JSON object), which every process forked from the server shares: a
+    benchmarker process's prints, Python's and a library's straight to the file descriptor (Triton's failed ptxas
+    run printed its PTX there on the H200), go to stderr."""
+    (tmp_path / "child.py").write_text(
+        "import os\nfrom costmodel.benchmark import _adopt_environment\n"
+        "def run(env):\n    _adopt_environment(env)\n    print('printed')\n    os.write(1, b'written')\n")
+    code = ("import os\nfrom costmodel.benchmark import process_context\nimport child\n"
+            "p = process_context().Process(target=child.run, args=(dict(os.environ),))\np.start(); p.join()\n"
+            "print('{}')\nraise SystemExit(p.exitcode)")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(ROOT)])}
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout == "{}\n" and "printed" in proc.stderr and "written" in proc.stderr
 
 
 def test_complete_plans_only_what_a_whole_space_group_lacks(tmp_path, data_root):

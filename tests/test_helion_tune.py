@@ -251,12 +251,41 @@ def test_unknown_gpu_hands_over_with_another_gpus_model(rows, trained, fake_sear
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want
 
 
-def test_a_kernel_unlike_the_data_hands_over(rows, trained, fake_search):
-    """SwiGLU tiles two dims with no reduction; the recorded kernels tile one with a reduction, or three."""
-    tuner = htune.CostModelAutotuner(trained, candidates=40, gpu=GPU, helion_version="1.4.0", timer=NoTimer())
-    message, want = _fallback(tuner, rows, trained, "helion:swiglu", {"M": 37, "N": 96})
+def test_a_kernel_unlike_the_data_hands_over(rows, fake_search, tmp_path):
+    """SwiGLU tiles two dims with no reduction; a model fitted without its rows saw kernels that tile one with a
+    reduction, or more dims."""
+    others = rows.filter(pc.invert(pc.equal(rows["kernel"], "helion:swiglu")))
+    hw = dataset.hw_from_row(rows.slice(0, 1).to_pylist()[0]).as_dict()
+    booster, meta = helion_model.train(others, GPU, hw, model.FAST, evaluate=False)
+    unlike = model.save(tmp_path / "models" / GPU / "helion", booster, meta)
+    tuner = htune.CostModelAutotuner(unlike, candidates=40, gpu=GPU, helion_version="1.4.0", timer=NoTimer())
+    message, want = _fallback(tuner, rows, unlike, "helion:swiglu", {"M": 37, "N": 96})
     assert "swiglu: 2 tiled dims and 0 reductions" in message
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want and len(want) == tuner.n_seeds
+
+
+def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
+    """Helion's compile-and-benchmark path times the top-k with its compile timeout capped at the collector's
+    bound (Helion allows 60 s, and its population holds configs that compile for minutes); the setting is the
+    kernel's own again afterwards, and a lower one is kept."""
+    from helion.autotuner.finite_search import FiniteSearch
+
+    from costmodel.benchmark import HELION_COMPILE_LIMIT_S
+    from tuner.helion import HelionBenchmark
+
+    seen = []
+
+    def autotune(self, skip_cache=False):  # where Helion's search starts: its baseline, then the batch
+        seen.append(self.settings.autotune_compile_timeout)
+        raise RuntimeError("no GPU here")
+
+    monkeypatch.setattr(FiniteSearch, "autotune", autotune)
+    for allowed, capped in ((60, int(HELION_COMPILE_LIMIT_S)), (10, 10)):
+        bound, args = _bound("helion:softmax", {"M": 8, "N": 64}, "float16", autotune_compile_timeout=allowed)
+        candidates = families.candidates(bound, 2, seed=0)
+        with pytest.raises(RuntimeError, match="no GPU"):
+            HelionBenchmark().measure(bound, args, candidates)
+        assert seen[-1] == capped and bound.settings.autotune_compile_timeout == allowed
 
 
 # --- on the GPU ------------------------------------------------------------------------------------------

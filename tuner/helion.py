@@ -38,6 +38,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from costmodel import model
+from costmodel.benchmark import HELION_COMPILE_LIMIT_S
 from costmodel.errors import CostModelError
 from costmodel.helion import configs as hconfigs, families
 from costmodel.helion import features as hfeatures
@@ -75,8 +76,16 @@ class HelionBenchmark:
                 return min(results, key=lambda r: r.perf).config
 
         counts = families.op_counts(bound.config_spec)
-        if len(configs) > 1:  # FiniteSearch needs two
-            Timed(bound, args, [_config(c) for c in configs]).autotune(skip_cache=True)
+        settings = bound.settings
+        allowed = settings.autotune_compile_timeout
+        # a compile capped at the collector's bound, not Helion's 60 s: Helion's random population holds configs that
+        # compile for minutes (their rows are timeouts at 30 s; the ok rows' 99.9th percentile is 28 s on the H200)
+        settings.autotune_compile_timeout = min(allowed, int(HELION_COMPILE_LIMIT_S))
+        try:
+            if len(configs) > 1:  # FiniteSearch needs two
+                Timed(bound, args, [_config(c) for c in configs]).autotune(skip_cache=True)
+        finally:
+            settings.autotune_compile_timeout = allowed
         out = [timed.get(hconfigs.config_json(c, counts)) for c in configs]
         return [t if t is not None and np.isfinite(t) else None for t in out]
 
