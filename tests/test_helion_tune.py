@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -124,6 +125,23 @@ def test_leave_one_kernel_out_on_recorded_rows(rows):
     assert set(out["per_kernel"]) == kernels and out["groups"] == len(set(rows["group_id"].to_pylist()))
     for m in out["per_kernel"].values():
         assert 0 < m["top1_score"] <= m["top8_score"] <= 1 and m["train_groups"] >= 1
+
+
+def test_held_out_shapes_on_recorded_rows(rows):
+    """Every group ranked once, by a model that never saw its shape; a shape's fold is its (kernel, problem)'s,
+    whatever its dtype or group."""
+    out = helion_model.held_out_shapes(rows, model.FAST)
+    ids = [g["group_id"] for g in out["per_group"]]
+    assert sorted(ids) == sorted(set(rows["group_id"].to_pylist())) and out["groups"] == len(ids)
+    assert set(out["per_kernel"]) == set(rows["kernel"].to_pylist())
+    for m in out["per_kernel"].values():
+        assert 0 < m["top1_score"] <= m["top8_score"] <= 1
+    folds = helion_model.shape_folds(rows, 3)
+    assert len(set(folds.tolist())) == 3
+    relabelled = rows.set_column(rows.column_names.index("dtype"), "dtype", pa.array(["float32"] * rows.num_rows))
+    relabelled = relabelled.set_column(rows.column_names.index("group_id"), "group_id",
+                                       pa.array(["g"] * rows.num_rows))
+    np.testing.assert_array_equal(helion_model.shape_folds(relabelled, 3), folds)
 
 
 def test_helion_model_refuses_a_triton_model():
