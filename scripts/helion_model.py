@@ -28,10 +28,9 @@ from costmodel.helion import model as helion_model  # noqa: E402
 
 def run(args) -> dict:
     table, gpu = model.training_table(args.data, args.gpu, helion_model.FEATURES)
-    params = dataclasses.replace(model.FAST if args.fast else model.TrainParams(), seed=args.seed)
-    fast = dataclasses.replace(model.FAST, seed=args.seed)
-    out = {"gpu": gpu, "rows": table.num_rows, "seed": args.seed, **helion_model.leave_one_kernel_out(table, fast),
-           "held_out_shapes": helion_model.held_out_shapes(table, fast)}
+    params = dataclasses.replace(model.FAST if args.fast else helion_model.PARAMS, seed=args.seed)
+    out = {"gpu": gpu, "rows": table.num_rows, "seed": args.seed, **helion_model.leave_one_kernel_out(table, params),
+           "held_out_shapes": helion_model.held_out_shapes(table, params)}
     where = helion_model.model_dir(gpu) if args.ship else args.out
     if where:
         hw = dataset.hw_from_row(table.slice(0, 1).to_pylist()[0]).as_dict()
@@ -61,7 +60,8 @@ def main(argv=None) -> int:
     dest = p.add_mutually_exclusive_group()
     dest.add_argument("--out", default=None, help="also train on every group and write the model here")
     dest.add_argument("--ship", action="store_true", help="also train and write costmodel/models/<gpu>/helion/")
-    p.add_argument("--fast", action="store_true", help="the shipped model with model.FAST's parameters")
+    p.add_argument("--fast", action="store_true", help="evaluate and train with model.FAST's parameters (early stopping "
+                   "on 15%% of the groups) instead of the Helion model's (helion.model.PARAMS)")
     p.add_argument("--seed", type=int, default=0, help="boosting seed of every fit (default 0)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
