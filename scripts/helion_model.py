@@ -1,7 +1,7 @@
 """The Helion cost model on one GPU's Helion rows: leave-one-kernel-out and held-out-shape evaluation, and (with
 --out / --ship) a model trained on every group (CPU).
 
-    python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--json]
+    python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N] [--json]
 
 Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
 kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
@@ -29,6 +29,8 @@ from costmodel.helion import model as helion_model  # noqa: E402
 def run(args) -> dict:
     table, gpu = model.training_table(args.data, args.gpu, helion_model.FEATURES)
     params = dataclasses.replace(model.FAST if args.fast else helion_model.PARAMS, seed=args.seed)
+    if args.trees:
+        params = dataclasses.replace(params, n_estimators=args.trees, valid_fraction=0.0)
     out = {"gpu": gpu, "rows": table.num_rows, "seed": args.seed, **helion_model.leave_one_kernel_out(table, params),
            "held_out_shapes": helion_model.held_out_shapes(table, params)}
     where = helion_model.model_dir(gpu) if args.ship else args.out
@@ -63,6 +65,7 @@ def main(argv=None) -> int:
     p.add_argument("--fast", action="store_true", help="evaluate and train with model.FAST's parameters (early stopping "
                    "on 15%% of the groups) instead of the Helion model's (helion.model.PARAMS)")
     p.add_argument("--seed", type=int, default=0, help="boosting seed of every fit (default 0)")
+    p.add_argument("--trees", type=int, default=None, help="this many trees, no early stopping (the recipe's count)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
