@@ -39,8 +39,9 @@ def _names() -> list[str]:
 
 
 # physical facts of a config on its problem, alike for every kernel (``_physical``). Adopted over the features
-# before them on leave-one-kernel-out and held-out shapes, 3 boosting seeds each (scripts/helion_model.py,
-# session 12): all kernels' top-1 0.288 -> 0.425, top-8 0.766 -> 0.804, swiglu top-8 0.888 -> 0.909 (its
+# before them on leave-one-kernel-out and held-out shapes, 3 boosting seeds each, with FAST's early stopping
+# (session 12, a helper's uncommitted runs; the "after" side is scripts/helion_model.py --fast,
+# scripts/results/helion_model-fast-cpu-2026-12-01-s12.jsonl): all kernels' top-1 0.288 -> 0.425, top-8 0.766 -> 0.804, swiglu top-8 0.888 -> 0.909 (its
 # 1,000-config group 0.758 -> 0.881), matmul 0.263 -> 0.325; held-out shapes top-8 0.926 -> 0.953. Tried and
 # dropped on the same runs: elements a program holds and per thread (swiglu top-8 0.52), iteration space and
 # bytes per program (0.81), waves over the SMs and the last wave's fill (0.78; all of them together 0.84)
