@@ -9,7 +9,8 @@ reuse, tile sizes, warps and pipeline stages.
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
 ``SPLIT_TAIL`` the persistent programs run the whole waves as before, then split the K loop of each tile of the
-last, partial wave into ``splits`` parts, one per SM, and each part stores its fp32 partial sum. Who adds them up:
+last, partial wave into ``splits`` parts, one per SM (a tail over half the SMs: in rounds, ``split_of``), and each
+part stores its fp32 partial sum. Who adds them up:
 with ``SPLIT_TAIL=1`` the last part of a tile to arrive (an atomic counter) reads the others' and writes the tile,
 alone, so the sum costs ``splits - 1`` tile reads on one SM; with ``SPLIT_TAIL=2`` a second, small kernel sums
 every tail tile in chunks of ``REDUCE_ROWS`` rows, one chunk a program, so it is spread over the SMs at the price of
