@@ -244,11 +244,13 @@ def _whole_run_rows(table: pa.Table) -> pa.Table:
         return table
     whole = whole.sort_by([("group_id", "ascending"), ("ts_min", "ascending"), ("run_id", "ascending")])
     gid = whole["group_id"].combine_chunks()
-    firsts = np.r_[True, np.asarray(pc.not_equal(gid.slice(1), gid.slice(0, len(gid) - 1)))]
-    chosen = dict(zip(whole["group_id"].filter(pa.array(firsts)).to_pylist(),
-                      whole["run_id"].filter(pa.array(firsts)).to_pylist()))
-    want = pa.array([chosen.get(g) for g in table["group_id"].to_pylist()], pa.string())
-    keep = pc.or_kleene(pc.is_null(want), pc.equal(table["run_id"], want))
+    firsts = pa.array(np.r_[True, np.asarray(pc.not_equal(gid.slice(1), gid.slice(0, len(gid) - 1)))])
+    chosen = whole.filter(firsts)
+
+    def key(t):
+        return pc.binary_join_element_wise(t["group_id"], t["run_id"], "/")
+
+    keep = pc.or_(pc.invert(pc.is_in(table["group_id"], chosen["group_id"])), pc.is_in(key(table), key(chosen)))
     return table.filter(pc.fill_null(keep, False))
 
 

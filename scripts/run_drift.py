@@ -5,8 +5,9 @@ groups beside the groups measured in one run.
 
     .venv/bin/python scripts/run_drift.py [--data data] [--gpu nvidia-h200] [--json]
 
-Readers keep each pair's first measurement (``dataset.first_measurements``), so a group measured over several calls
-compares times taken in different calls, and a ratio is honest only within one call. Prints tables on stderr, with
+Readers keep each pair's first measurement unless one run measured its group whole (``dataset.first_measurements``),
+so a group measured over several calls compares times taken in different calls, and a ratio is honest only within
+one call. Prints tables on stderr, with
 --json one JSON object on stdout. Bad input: one line on stderr, exit status 2."""
 
 from __future__ import annotations
@@ -79,7 +80,10 @@ def _bins(pairs):
 def mixed_groups(t, data: str, gpu: str) -> list[dict]:
     """Per family: whole-space groups, those of them whose kept rows come from several runs, and the shipped model's
     held-out top-1 (geomean) over each kind."""
-    kept = t.sort_values(["ts", "run_id"]).drop_duplicates(["group_id", "config_json"])
+    import pyarrow.dataset as pads
+
+    kept = dataset.read(data, COLS, pads.field("gpu") == gpu).to_pandas()  # the pairs as readers read them
+    kept = kept[~kept["kernel"].str.startswith("helion:")]
     whole = set(kept.loc[kept["exhaustive"], "group_id"])
     runs = kept[kept["group_id"].isin(whole)].groupby("group_id")["run_id"].nunique()
     top1 = _heldout_top1(data, gpu)

@@ -190,4 +190,3 @@ def test_collect_complete_remeasure_plans_each_whole_space_group_whole_again(cli
         want = planning.complete_plan(str(data_root), ["rmsnorm"], None, hardware.INTERPRETER,
                                       (planning.DimBound.parse("M<=16"),))
         assert resumed is resume and plan == want and all(g.exhaustive for g in plan) and plan
-

@@ -203,3 +203,34 @@ def test_features_ignore_key_order(bound):
     _, a = features.matrix(kernels, problems, cfgs)
     _, b = features.matrix(kernels, problems, shuffled)
     np.testing.assert_array_equal(a, b)
+
+
+def test_physical_features(bound):
+    """The share of tiles and reduction blocks that covers the problem, and the indexing of the memory ops that
+    run, against the same facts worked out one row at a time."""
+    kernels, problems, cfgs = _table(bound, 12)
+    names, m = features.matrix(kernels, problems, cfgs)
+    col = {n: m[:, i] for i, n in enumerate(names)}
+    rolled_seen = set()
+    for i, (k, p, c) in enumerate(zip(kernels, problems, cfgs)):
+        c, fam = json.loads(c), families.get(k)
+        ext, red = fam.tiles(p), fam.reductions(p)
+        blocks = c["block_sizes"]
+        rblocks = [r if r is not None else 2 ** int(np.ceil(np.log2(e)))
+                   for r, e in zip(c.get("reduction_loops") or [], red)]
+        assert col["tile_fill"][i] == pytest.approx(np.prod([e / (np.ceil(e / b) * b) for e, b in zip(ext, blocks)]))
+        if red:
+            assert col["reduction_fill"][i] == pytest.approx(red[0] / (np.ceil(red[0] / rblocks[0]) * rblocks[0]))
+        else:
+            assert np.isnan(col["reduction_fill"][i])
+        rolled = any(r is not None for r in c.get("reduction_loops") or [])
+        rolled_seen.add((k, rolled))
+        loads, stores = fam.memory_ops[int(rolled)]
+        assert (col["live_loads"][i], col["live_stores"][i]) == (loads, stores)
+        for x in features.INDEXING:  # the one store follows the loads that run; entries past it change no code
+            assert col[f"indexing_store_{x}"][i] == float(c["indexing"][loads] == x)
+            assert col[f"indexing_load_{x}"][i] == pytest.approx(np.mean([v == x for v in c["indexing"][:loads]]))
+        for x in features.EVICTION:
+            assert col[f"evict_live_{x}"][i] == pytest.approx(
+                np.mean([v == x for v in c["load_eviction_policies"][:loads]]))
+    assert {("helion:layer_norm", True), ("helion:layer_norm", False)} <= rolled_seen

@@ -14,6 +14,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
@@ -100,6 +101,7 @@ def test_features_of_recorded_rows_from_the_spec(rows):
         assert (col["n_tiles"][at] == n_t).all() and (col["n_reductions"][at] == n_r).all()
         assert (col["n_memory_ops"][at] == families.op_counts(spec)["indexing"]).all()
         applies = ["log2_programs", "log2_tile_elems", "log2_num_warps", "num_stages", "indexing_pointer",
+                   "tile_fill", "live_loads", "indexing_load_pointer", "indexing_store_pointer", "evict_live_first",
                    *(f"{f}_{i}" for i in range(n_t) for f in ("log2_block", "block_ratio", "log2_tiles")),
                    *(f"{f}_{i}" for i in range(n_r) for f in ("reduction_rolled", "log2_reduction_block",
                                                                "reduction_ratio", "log2_reduction_trips")),
@@ -109,7 +111,8 @@ def test_features_of_recorded_rows_from_the_spec(rows):
         for name in [*(f"log2_block_{i}" for i in range(n_t, features.MAX_TILES)),
                      *(f"reduction_ratio_{i}" for i in range(n_r, features.MAX_REDUCTIONS))]:
             assert np.isnan(col[name][at]).all(), (kernel, name)  # absent, not zero
-        # a kernel that is no family here is read off its spec: the same features as the family's formulas
+        # a kernel that is no family here is read off its spec and its code: the same features as the family's
+        assert features.live_memory_ops(bound) == [list(ops) for ops in fam.memory_ops], kernel
         cj = g["config_json"].to_pylist()
         via_spec = helion_model.matrix(["user:k"] * len(cj), [problem] * len(cj), [dtype] * len(cj), cj,
                                        features.spec_shape(bound))
@@ -122,6 +125,23 @@ def test_leave_one_kernel_out_on_recorded_rows(rows):
     assert set(out["per_kernel"]) == kernels and out["groups"] == len(set(rows["group_id"].to_pylist()))
     for m in out["per_kernel"].values():
         assert 0 < m["top1_score"] <= m["top8_score"] <= 1 and m["train_groups"] >= 1
+
+
+def test_held_out_shapes_on_recorded_rows(rows):
+    """Every group ranked once, by a model that never saw its shape; a shape's fold is its (kernel, problem)'s,
+    whatever its dtype or group."""
+    out = helion_model.held_out_shapes(rows, model.FAST)
+    ids = [g["group_id"] for g in out["per_group"]]
+    assert sorted(ids) == sorted(set(rows["group_id"].to_pylist())) and out["groups"] == len(ids)
+    assert set(out["per_kernel"]) == set(rows["kernel"].to_pylist())
+    for m in out["per_kernel"].values():
+        assert 0 < m["top1_score"] <= m["top8_score"] <= 1
+    folds = helion_model.shape_folds(rows, 3)
+    assert len(set(folds.tolist())) == 3
+    relabelled = rows.set_column(rows.column_names.index("dtype"), "dtype", pa.array(["float32"] * rows.num_rows))
+    relabelled = relabelled.set_column(rows.column_names.index("group_id"), "group_id",
+                                       pa.array(["g"] * rows.num_rows))
+    np.testing.assert_array_equal(helion_model.shape_folds(relabelled, 3), folds)
 
 
 def test_helion_model_refuses_a_triton_model():

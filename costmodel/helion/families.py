@@ -32,6 +32,11 @@ class HelionFamily:
     tiles: Callable[[dict], list]
     reductions: Callable[[dict], list]
     grid: int                       # the leading tiles that make the launch grid; the rest are loops in a program
+    # the memory ops a compiled config runs, (loads, stores), with its reductions unrolled and rolled: a prefix of
+    # its ``indexing`` list (the spec lists more ops than run: the entries past the prefix change no code), the
+    # stores last and the loads first in ``load_eviction_policies``. Read off generated code (block_ptr on one op
+    # at a time, helion 1.5.1); tests/test_helion_tune.py checks them against ``features.spec_shape``
+    memory_ops: tuple[tuple[int, int], tuple[int, int]]
 
     @property
     def kernel(self) -> str:
@@ -187,13 +192,15 @@ def _rows(c):
 
 
 FAMILIES = {f.name: f for f in (
-    HelionFamily("matmul", "matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2),
-    HelionFamily("softmax", "softmax", _rows, lambda c: [c["N"]], 1),
-    HelionFamily("layer_norm", "layernorm", _rows, lambda c: [c["N"]], 1),
-    HelionFamily("rms_norm", "rmsnorm", _rows, lambda c: [c["N"]], 1),
+    HelionFamily("matmul", "matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1))),
+    # a rolled reduction reads the row again in each pass after the first (max, then sum and store)
+    HelionFamily("softmax", "softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1))),
+    HelionFamily("layer_norm", "layernorm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1))),
+    HelionFamily("rms_norm", "rmsnorm", _rows, lambda c: [c["N"]], 1, ((2, 1), (3, 1))),
     # (batch x heads, query rows, key rows); the head dim is specialised, whole in every tile
-    HelionFamily("attention", "attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2),
-    HelionFamily("swiglu", None, lambda c: [c["M"], c["N"]], lambda c: [], 2),
+    HelionFamily("attention", "attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2,
+                 ((3, 1), (3, 1))),
+    HelionFamily("swiglu", None, lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1))),
 )}
 
 

@@ -15,6 +15,7 @@ Nothing here imports helion (features read canonical config JSON)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Sequence
@@ -27,7 +28,7 @@ from costmodel import model
 from costmodel.errors import CostModelError
 from costmodel.helion import features
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 DIMS = ("M", "N", "K", "B", "H", "S", "D")
 DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4}
 NAMES = (*features.NAMES, *(f"log2_{d}" for d in DIMS), "causal", *(f"dtype_{d}" for d in DTYPES), "dtype_bytes")
@@ -72,7 +73,15 @@ def structures(x: np.ndarray) -> list[list[int]]:
     return sorted(map(list, {tuple(r) for r in cols.tolist()}))
 
 
-def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = model.TrainParams(),
+# The Helion model's training: FAST's trees, 50 of them, no early stopping. On 34 groups early stopping had 5
+# validation groups and stopped at 1 tree; the tuner ranks new shapes of kernels it has seen, and over held-out
+# shapes (3 folds, boosting seeds 0-2; session 12) top-8 was 0.953 with FAST's early stopping, 0.968 / 0.983 / 0.978 /
+# 0.951 with 25 / 50 / 100 / 150 trees. More trees rank a kernel never seen worse: leave-one-kernel-out top-8 0.804
+# with early stopping, 0.738 with 50 trees (BENCHMARKS.md, issue 18).
+PARAMS = dataclasses.replace(model.FAST, n_estimators=50, valid_fraction=0.0)
+
+
+def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = PARAMS,
           evaluate: bool = True) -> tuple[object, dict]:
     """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
     as ``model.training_table(root, gpu, FEATURES)`` gives them); ``evaluate`` adds leave-one-kernel-out
@@ -132,20 +141,52 @@ def _summary(groups: list[dict]) -> dict:
             "min_top8_score": min((g["top8_score"] for g in groups), default=None)}
 
 
-def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = model.FAST) -> dict:
+def _rank_held_out(table: pa.Table, held: np.ndarray, params: model.TrainParams, fs: model.FeatureSet) -> list[dict]:
+    """Fit on the rows not ``held``, rank the held rows' groups: ``_group_scores`` of them."""
+    train, test = table.filter(pa.array(~held)), table.filter(pa.array(held))
+    booster, _ = model.fit(train, params, fs)
+    return _group_scores(test, booster.inplace_predict(fs.matrix(test)))
+
+
+def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = PARAMS,
+                         fs: model.FeatureSet = FEATURES) -> dict:
     """For each Helion kernel of ``table`` (sorted by group): fit on every other kernel's groups, rank the
     held-out kernel's groups. Per kernel and over all: geomean top-1 / top-8 score against each group's best
-    (and the random-k baseline); needs two kernels or more."""
+    (and the random-k baseline); needs two kernels or more. ``fs``: the features (another set for experiments)."""
     kernels = sorted(pc.unique(table["kernel"]).to_pylist())
     if len(kernels) < 2:
         raise CostModelError(f"leave-one-kernel-out needs two Helion kernels or more, the data has {kernels}")
     per_kernel, every = {}, []
     for k in kernels:
-        held = pc.equal(table["kernel"], k)
-        train, test = table.filter(pc.invert(held)), table.filter(held)
-        booster, _ = model.fit(train, params, FEATURES)
-        scores = booster.inplace_predict(table_matrix(test))
-        groups = _group_scores(test, scores)
-        per_kernel[k] = {**_summary(groups), "train_groups": len(pc.unique(train["group_id"]))}
+        held = np.asarray(pc.equal(table["kernel"], k))
+        groups = _rank_held_out(table, held, params, fs)
+        per_kernel[k] = {**_summary(groups), "train_groups": len(pc.unique(table.filter(pa.array(~held))["group_id"]))}
         every += [{**g, "kernel": k} for g in groups]
-    return {"split": "kernel", **_summary(every), "per_kernel": per_kernel}
+    return {"split": "kernel", **_summary(every), "per_kernel": per_kernel, "per_group": every}
+
+
+def shape_folds(table: pa.Table, folds: int) -> np.ndarray:
+    """Per row, its fold in [0, folds): a hash of (kernel, problem), so every dtype of a shape (and every group
+    of it) falls in one fold, and a shape keeps its fold whatever else the data holds."""
+    import hashlib
+
+    keys = pc.binary_join_element_wise(table["kernel"], table["problem_json"], "|").to_pylist()
+    fold = {k: int(hashlib.sha256(k.encode()).hexdigest()[:8], 16) % folds for k in set(keys)}
+    return np.array([fold[k] for k in keys], dtype=int)
+
+
+def held_out_shapes(table: pa.Table, params: model.TrainParams = PARAMS, folds: int = 3,
+                    fs: model.FeatureSet = FEATURES) -> dict:
+    """What the tuner meets: kernels it saw, shapes it did not. Each shape (all its dtypes) falls in one of
+    ``folds`` folds by its hash (``shape_folds``); per fold, a model fitted on the other folds' groups, every
+    kernel's, ranks the fold's groups. Per kernel and over all, as ``leave_one_kernel_out``."""
+    fold = shape_folds(table, folds)
+    kernels = np.asarray(table["kernel"].to_numpy(zero_copy_only=False))
+    every = []
+    for f in range(folds):
+        if (fold == f).any() and (fold != f).any():
+            every += _rank_held_out(table, fold == f, params, fs)
+    kernel_of = dict(zip(table["group_id"].to_pylist(), kernels))
+    every = [{**g, "kernel": kernel_of[g["group_id"]]} for g in every]
+    per_kernel = {k: _summary([g for g in every if g["kernel"] == k]) for k in sorted(set(kernels))}
+    return {"split": f"shape hash, {folds} folds", **_summary(every), "per_kernel": per_kernel, "per_group": every}
