@@ -112,13 +112,48 @@ def test_matmul_split_tail_matches_reference():
         assert ((out.float() - ref).norm() / ref.norm()).item() < fam.tolerance["float16"], ("bound", config)
 
 
+def test_matmul_split_tail_over_half_the_sms_matches_reference():
+    """A tail over half the SMs splits into the parts that shorten it most: on 7 SMs, 12 tiles leave 5 after a
+    whole wave; in 4 parts they are 20 units, 3 rounds on 7 SMs, 3/4 of a tile each (2 or 3 parts: a whole tile).
+    Every program then runs several parts, each reduction still sums them right."""
+    import dataclasses
+
+    from costmodel.kernels.base import busiest_sm_steps
+    from costmodel.kernels.matmul import split_of, tail_split, tiles_of
+
+    fam, hw = get_family("matmul"), dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
+    problem = {"M": 128, "N": 384, "K": 520}
+    configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
+               if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
+    assert {(c["TMA"], c["SPLIT_TAIL"]) for c in configs} == {(0, 1), (0, 2), (1, 1), (1, 2)}
+    assert all(tail_split(problem, c, hw) == (5, 4) for c in configs)
+    cols = {**problem, **configs[0], "sm_count": 7}
+    tiles = tiles_of(cols)
+    split_tiles, parts = split_of(cols, tiles)
+    # one whole wave of 17 K steps, then 3 rounds of parts of 5 steps (17 / 4, rounded up), against 2 waves
+    assert busiest_sm_steps(cols, tiles, 17.0, split_tiles, parts) == 17 + 3 * 5 < 2 * 17
+    for config in configs:
+        inputs = fam.make_inputs(problem, "float16", "cpu", seed=2)
+        out = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
+        fam.launch(problem, inputs, out, config, hw)
+        ref = fam.reference(problem, inputs)
+        assert ((out.float() - ref).norm() / ref.norm()).item() < fam.tolerance["float16"], config
+
+
 def test_matmul_split_tail_only_where_it_splits():
+    from costmodel.kernels.matmul import tail_split
+
     fam = get_family("matmul")
     base = dict(fam.default_config({}, "float16", HW), PERSISTENT=1, SPLIT_TAIL=1)
     assert fam.is_valid({"M": 5120, "N": 5120, "K": 5120}, "float16", base, HW)  # 800 tiles: 6 waves and 8 left
     assert not fam.is_valid({"M": 5120, "N": 5120, "K": 5120}, "float16", dict(base, PERSISTENT=0), HW)
     assert not fam.is_valid({"M": 5120, "N": 5120, "K": 256}, "float16", base, HW)  # 4 K steps: no room for 2 parts
     assert not fam.is_valid({"M": 128 * 12, "N": 256 * 11, "K": 5120}, "float16", base, HW)  # 132 tiles: no tail
+    # 6000^3: 1,128 tiles leave 72 (over half of 132); 3 parts each take 2/3 of a tile on the busiest SM
+    assert fam.is_valid({"M": 6000, "N": 6000, "K": 6000}, "float16", base, HW)
+    assert tail_split({"M": 6000, "N": 6000, "K": 6000}, base, HW) == (72, 3)
+    # 10000x2000x3000: 632 tiles leave 104; no split in up to 4 parts shortens them (each leaves a whole tile)
+    assert not fam.is_valid({"M": 10000, "N": 2000, "K": 3000}, "float16", base, HW)
 
 
 def test_matmul_epilogue_subtile_only_where_the_whole_tile_does_not_fit():

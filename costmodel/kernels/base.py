@@ -79,7 +79,8 @@ def busiest_sm_steps(c: Cols, tiles, loop_trips, split_tiles=0.0, parts=1.0):
     ``split_tiles`` of a split tail in ``parts`` each. On a grid that leaves SMs idle it is what a split shortens
     (issue 16's odd matmul: 26 tiles on 132 SMs, 128 K steps each; split in 5, about 26)."""
     whole = np.ceil((tiles - split_tiles) / c["sm_count"])
-    return whole * loop_trips + np.where(split_tiles > 0, np.ceil(loop_trips / parts), 0.0)
+    rounds = np.ceil(split_tiles * parts / c["sm_count"])  # one, unless the tail was over half the SMs
+    return whole * loop_trips + np.where(split_tiles > 0, rounds * np.ceil(loop_trips / parts), 0.0)
 
 
 def row_cols(problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> Cols:

@@ -9,7 +9,8 @@ reuse, tile sizes, warps and pipeline stages.
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
 ``SPLIT_TAIL`` the persistent programs run the whole waves as before, then split the K loop of each tile of the
-last, partial wave into ``splits`` parts, one per SM, and each part stores its fp32 partial sum. Who adds them up:
+last, partial wave into ``splits`` parts, one per SM (a tail over half the SMs: in rounds, ``split_of``), and each
+part stores its fp32 partial sum. Who adds them up:
 with ``SPLIT_TAIL=1`` the last part of a tile to arrive (an atomic counter) reads the others' and writes the tile,
 alone, so the sum costs ``splits - 1`` tile reads on one SM; with ``SPLIT_TAIL=2`` a second, small kernel sums
 every tail tile in chunks of ``REDUCE_ROWS`` rows, one chunk a program, so it is spread over the SMs at the price of
@@ -37,6 +38,8 @@ from costmodel.kernels.base import (DTYPE_BYTES, Cols, Config, KernelFamily, Kno
 
 MIN_K_TILES_PER_SPLIT = 4  # a part of a split tile runs at least this many K steps (else its pipeline never fills)
 REDUCE_ROWS = 8  # rows of a tail tile one program of the SPLIT_TAIL=2 reduction sums
+MAX_BALANCED_PARTS = 4  # parts a tail over half the SMs may split into: each part stores a fp32 tile (128 KB at
+# 128x256) that is read back, so more parts move more memory for less gain; 4 is a guess, not measured
 
 
 @triton.jit
@@ -174,13 +177,31 @@ def tiles_of(c: Cols):
 
 def split_of(c: Cols, tiles):
     """(tiles of the last, partial wave, parts each is split into over K) for ``SPLIT_TAIL``; (0, 1) where no
-    split fits: a full last wave, a tail over half the SMs, or too few K steps for two parts."""
-    tail = np.mod(tiles, c["sm_count"])
+    split fits: a full last wave, too few K steps for two parts, or a tail over half the SMs that no split shortens.
+    A tail of at most half the SMs splits into as many parts as fit on the SMs at once (one round of parts). A
+    larger tail splits into the count of parts (at most ``MAX_BALANCED_PARTS``) that leaves the busiest SM the
+    least of a tile, ``ceil(tail * parts / SMs) / parts``, the fewest parts among equals, where that is under a
+    whole tile. Issue 17's three large shapes short of cuBLAS leave such tails: 6000^3 in 128x256 tiles is 1,128
+    tiles, 8.55 waves of 132 SMs, whose last 72 tiles in 3 parts each take 2/3 of a tile's time."""
+    sms = c["sm_count"]
+    tail = np.mod(tiles, sms)
+    k_parts = np.floor(np.ceil(c["K"] / c["BLOCK_K"]) / MIN_K_TILES_PER_SPLIT)
     with np.errstate(divide="ignore", invalid="ignore"):
-        parts = np.minimum(np.floor(c["sm_count"] / tail),
-                           np.floor(np.ceil(c["K"] / c["BLOCK_K"]) / MIN_K_TILES_PER_SPLIT))
+        parts = np.where(2 * tail <= sms, np.floor(sms / tail), _balanced_parts(tail, sms, k_parts))
+    parts = np.minimum(parts, k_parts)
     fits = (tail > 0) & (parts >= 2)
     return np.where(fits, tail, 0), np.where(fits, parts, 1)
+
+
+def _balanced_parts(tail, sms, k_parts):
+    """The parts count in 2..MAX_BALANCED_PARTS (and at most ``k_parts``) with the least ``ceil(tail * p / sms) /
+    p`` under 1, the fewest among equals; 1 where none is under 1."""
+    best_p, best = np.ones_like(tail * 1.0), np.ones_like(tail * 1.0)
+    for p in range(2, MAX_BALANCED_PARTS + 1):
+        share = np.ceil(tail * p / sms) / p
+        better = (share < best) & (p <= k_parts)
+        best_p, best = np.where(better, p, best_p), np.where(better, share, best)
+    return best_p
 
 
 def programs_of(c: Cols, tiles, split_tiles):
