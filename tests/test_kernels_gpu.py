@@ -57,12 +57,35 @@ def test_matmul_split_tail_on_gpu(problem):
             assert all(m.ok for m in ms), [m for m in ms if not m.ok]
 
 
+@pytest.mark.parametrize("problem", [{"M": 2944, "N": 4096, "K": 2048}, {"M": 2999, "N": 4001, "K": 1999}])
+def test_matmul_balanced_tail_on_gpu(problem):
+    """A tail over half the SMs split in rounds of parts (issue 17) is right with both reductions, aligned and not:
+    2944x4096 leaves 76 tiles of 128x128 on 132 SMs (3 parts), 2999x4001 92 or 96 tiles (4 parts)."""
+    from costmodel import hardware
+    from costmodel.benchmark import IsolatedBenchmarker
+    from costmodel.kernels import get_family
+    from costmodel.kernels.matmul import tail_split
+
+    hw, fam = hardware.current(), get_family("matmul")
+    with IsolatedBenchmarker(hw, compile_workers=8) as bench:
+        for dtype in fam.dtypes:
+            valid = space.enumerate_valid(fam, problem, dtype, hw)
+            picked = []
+            for mode in (1, 2):
+                rounds = [c for c in valid if c["SPLIT_TAIL"] == mode and 2 * tail_split(problem, c, hw)[0] > hw.sm_count]
+                assert rounds, (problem, mode)
+                picked += [rounds[i] for i in np.random.default_rng(mode).permutation(len(rounds))[:5]]
+            ms = bench.measure("matmul", problem, dtype, picked)
+            assert all(m.ok for m in ms), [m for m in ms if not m.ok]
+
+
 BOUND_KINDS = {  # (family, problem, config overrides): every launcher path a bound call takes
     "matmul pointer": ("matmul", {"M": 777, "N": 1000, "K": 2333}, {"TMA": 0, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
     "matmul TMA": ("matmul", {"M": 1024, "N": 2048, "K": 1536}, {"TMA": 1, "PERSISTENT": 0, "SPLIT_TAIL": 0}),
     "matmul TMA persistent": ("matmul", {"M": 4096, "N": 4096, "K": 1024}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 0}),
     "matmul split tail 1": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
     "matmul split tail 2": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 2}),
+    "matmul split tail in rounds": ("matmul", {"M": 2944, "N": 4096, "K": 2048}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
     "attention TMA": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 1}, {"TMA": 1}),
     "attention": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 0}, {"TMA": 0}),
     "softmax": ("softmax", {"M": 1000, "N": 4096}, {}),
