@@ -1,0 +1,78 @@
+"""CPU, issue 17: what a split tail in rounds (a tail over half the SMs, split into 2-4 parts: ``matmul.split_of``)
+buys, from the whole-space matmul groups of the data. Per group holding such configs: how many, the group's best over
+the best of them (1.0: one of them is the group's best), and each such config against its twin with ``SPLIT_TAIL=0``
+(unsplit time / split time: the median, and the share where the split is faster).
+
+    .venv/bin/python scripts/split_rounds.py [--data data] [--gpu nvidia-h200] [--json]
+
+Prints a table on stderr, with --json one JSON object on stdout. Bad input: one line on stderr, exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from costmodel import dataset, hardware  # noqa: E402
+from costmodel.errors import CostModelError  # noqa: E402
+from costmodel.kernels.matmul import tail_split  # noqa: E402
+
+COLS = ["kernel", "group_id", "problem_json", "dtype", "config_json", "status", "latency_ms", "exhaustive"]
+
+
+def group_row(d, hw) -> dict | None:
+    problem = json.loads(d["problem_json"].iloc[0])
+    configs = [json.loads(c) for c in d["config_json"]]
+    rounds = np.array([c["SPLIT_TAIL"] > 0 and 2 * tail_split(problem, c, hw)[0] > hw.sm_count for c in configs])
+    if not rounds.any():
+        return None
+    twin_key = [json.dumps({k: v for k, v in c.items() if k != "SPLIT_TAIL"}, sort_keys=True) for c in configs]
+    unsplit = {k: t for k, t, c in zip(twin_key, d["latency_ms"], configs) if c["SPLIT_TAIL"] == 0}
+    split_ms = d["latency_ms"].to_numpy()[rounds]
+    ratio = np.array([unsplit.get(k, np.nan) for k, r in zip(twin_key, rounds) if r]) / split_ms
+    return {"problem": problem, "dtype": d["dtype"].iloc[0], "configs": len(d), "round_configs": int(rounds.sum()),
+            "best_over_best_in_rounds": float(d["latency_ms"].min() / split_ms.min()),
+            "median_unsplit_over_split": float(np.nanmedian(ratio)), "split_faster_share": float(np.nanmean(ratio > 1))}
+
+
+def run(data: str, gpu: str) -> dict:
+    import pyarrow.dataset as pads
+
+    hw = hardware.KNOWN.get(gpu)
+    if hw is None:
+        raise CostModelError(f"unknown GPU {gpu!r}; known: {', '.join(sorted(hardware.KNOWN))}")
+    t = dataset.read(data, COLS, (pads.field("gpu") == gpu) & (pads.field("kernel") == "matmul")).to_pandas()
+    t = t[t["status"] == "ok"]
+    whole = t.groupby("group_id")["exhaustive"].transform("any")
+    rows = [r for _, d in t[whole].groupby("group_id") if (r := group_row(d, hw))]
+    if not rows:
+        raise CostModelError(f"no whole-space matmul group of {gpu} under {data} holds a split tail in rounds")
+    return {"gpu": gpu, "groups": rows}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--data", default="data")
+    p.add_argument("--gpu", default="nvidia-h200")
+    p.add_argument("--json", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        out = run(args.data, args.gpu)
+    except CostModelError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    for r in out["groups"]:
+        print(f"{json.dumps(r['problem'])} {r['dtype']:9} configs {r['configs']:5} in rounds {r['round_configs']:4}  "
+              f"best/best in rounds {r['best_over_best_in_rounds']:.3f}  unsplit/split median "
+              f"{r['median_unsplit_over_split']:.3f}, faster in {r['split_faster_share']:.0%}", file=sys.stderr)
+    if args.json:
+        print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
