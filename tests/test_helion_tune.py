@@ -454,16 +454,37 @@ def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
 
 # --- on the GPU ------------------------------------------------------------------------------------------
 
+VERIFY_BUDGET_S = 2.0  # what the verification may add to a tune of 17-21 s (issue 18: tuned well under 20 s)
+
+
+def _verified(first):
+    """The verification of a GPU tune: the default among the finalists, each re-timed, the winner the fastest of
+    the re-timing or the default within the tolerance, in the time it may take."""
+    last, default = first["last"], configs.config_json(first["default"])
+    v = {configs.config_json(e["config"]): e for e in last["verified"]}
+    assert 2 <= len(v) <= htune.VERIFY + 1 and default in v, v
+    assert all(e["ms"] is not None and e["batch_ms"] is not None for e in v.values()), v
+    best, ms, tolerance = configs.config_json(last["best"]["config"]), last["best"]["ms"], last["tolerance"]
+    fastest = min(e["ms"] for e in v.values())
+    assert best in v and ms == v[best]["ms"] and ms <= v[default]["ms"]
+    assert ms == fastest if best != default else ms <= fastest * (1 + tolerance)
+    assert best == default or ms * (1 + tolerance) < v[default]["ms"]
+    assert last["verify_s"] <= VERIFY_BUDGET_S, last["verify_s"]
+    return best
+
+
 @pytest.mark.gpu
 def test_autotuner_fn_on_the_gpu(trained, tmp_path):
-    """A kernel call tunes through Helion's compile-and-benchmark path (the top-k and the default timed, the result
-    correct and never slower than the default), and a second process answers from Helion's cache."""
+    """A kernel call tunes through Helion's compile-and-benchmark path (the top-k and the default timed; the
+    batch's fastest and the default re-timed by Helion's rebenchmark; the result correct and never slower than the
+    default as re-timed), and a second process answers from Helion's cache. rms_norm 4096x2048 bf16: the race's
+    case where the batch's single timing misled."""
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def run(mode):
-        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode],
-                           env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    def run(mode, kernel="matmul"):
+        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode,
+                            kernel], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-3000:]
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -471,8 +492,12 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     last = first["last"]
     assert first["rel_err"] <= first["tolerance"]
     assert last["candidates"] == 300 and len(last["timed"]) <= 5
-    assert last["default_ms"] is not None and last["best"]["ms"] <= last["default_ms"]
+    assert last["default_ms"] is not None
+    best = _verified(first)
     cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]
-    assert configs.config_json(json.loads(cached)) == configs.config_json(last["best"]["config"])
+    assert configs.config_json(json.loads(cached)) == best
     second = run("cached")  # NoTimer: any timing fails the call
     assert second["last"] == {} and second["rel_err"] <= second["tolerance"]
+    small = run("tune", "rms_norm")
+    assert small["rel_err"] <= small["tolerance"] and small["last"]["candidates"] == 300
+    _verified(small)

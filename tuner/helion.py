@@ -20,7 +20,7 @@ against the default config's output). Then a final verification, as Helion's own
 ``VERIFY_ROUNDS`` rounds in alternating order, their median), and the fastest of that re-timing wins; the default
 unless another beats it by more than ``tolerance``. One batch timing of a microsecond kernel misleads: rms_norm
 4096x2048 bf16 on the H200 timed 0.0118 ms against the default's 0.0140 in the batch, 0.0159 against 0.0142 in six
-steady rounds (race of session 13), and a tuner that trusted the batch returned a config 11% slower than the
+steady rounds (race of session 13), and a tuner that trusted the batch returned a config 12% slower than the
 default.
 
 Where the model does not fit (no Helion model for this GPU, a model of another feature schema or Helion version,
