@@ -1,8 +1,10 @@
 """The Helion cost model and the autotuner_fn that drives Helion with it, on a CPU, from the recorded H200 rows.
 
 (a) features of the recorded configs against the real ConfigSpec of each group's kernel; (b) the autotuner_fn
-replaying a recorded group: it times only the model's top-k and Helion's default, returns the fastest, and stores it
-in Helion's own cache, where a second tuner finds it without timing anything; (c) where the model does not fit (a
+replaying a recorded group: it times only the model's top-k and Helion's default, re-times the batch's fastest and
+the default, returns the winner of that, and stores it in Helion's own cache, where a second tuner finds it without
+timing anything; the verification replayed from the H200 race's rows (its batch, then its steady rounds), and
+through Helion's own rebenchmark; (c) where the model does not fit (a
 Helion version it was not trained on, a GPU without a model) it warns once and hands over to Helion's search
 (mocked here: nothing runs on a GPU) with the model's top configs as seeds. Skipped where helion does not import."""
 
@@ -51,6 +53,8 @@ class NoTimer:
 
     def measure(self, *a):
         raise AssertionError("timed where nothing should be")
+
+    retime = measure
 
 
 @pytest.fixture(scope="module")
@@ -177,9 +181,14 @@ def test_replay_times_the_top_k_and_returns_the_fastest(rows, trained):
     assert top == by_score  # the model's top k, not the candidates' order
     assert asked[:K] == top and set(asked) == set(top) | {configs.config_json(default)}  # top-k + default only
     ms = {c: replay.latency[c] for c in asked if c in replay.latency}
-    assert configs.config_json(default) in ms  # the H200's default of this group is a recorded row
+    d = configs.config_json(default)
+    assert d in ms  # the H200's default of this group is a recorded row
+    # the verification re-times the batch's fastest and the default (from the same rows: one recording each here)
+    fastest = sorted(ms, key=ms.get)[: htune.VERIFY]
+    assert [configs.config_json(c) for c in replay.retimed[0]] == fastest + ([d] if d not in fastest else [])
     best = min(ms, key=ms.get)
-    assert configs.config_json(got) == best and ms[best] <= ms[configs.config_json(default)]
+    best = d if ms[d] <= ms[best] * (1 + htune.TOLERANCE) else best
+    assert configs.config_json(got) == best and ms[best] <= ms[d]
     assert tuner.last["best"]["ms"] == ms[best] and tuner.last["candidates"] == len(recorded)
 
     # stored where Helion's cache finds it: another tuner answers without timing anything
@@ -205,6 +214,143 @@ def test_replay_never_returns_a_config_slower_than_the_default(rows, trained):
     d = configs.config_json(configs.normalise(_bound("helion:matmul", problem, dtype)[0].config_spec.default_config()))
     assert replay.latency[configs.config_json(got)] <= replay.latency[d]
     assert tuner.last["default_ms"] == replay.latency[d]
+
+
+# --- (b) the verification, replayed from the H200 race (scripts/bench_helion.py, session 13) ---------------
+# Each race row holds the tuner's batch as it timed it on the H200 (costmodel.search.timed) and, for the configs the
+# race compared (the tuner's pick, Helion quick's and the default), six alternating do_bench rounds of each: a
+# second, steadier recording of the same configs, which answers the re-timing here.
+
+RACE = ROOT / "scripts/results/bench_helion-h200-2026-12-01-s13.jsonl"
+RACED = ("costmodel", "quick", "default")
+
+
+def _race(kernel):
+    return next(r for r in map(json.loads, RACE.read_text().splitlines()) if r["kernel"] == kernel)
+
+
+def _raced_config(row, who):
+    return (row["costmodel"] if who == "costmodel" else row[who])["config"]
+
+
+def _race_replay(row):
+    """A replay answering the batch from the race's batch and the re-timing from the medians of the race's rounds
+    (the default's last where it is also the tuner's pick: both are recordings of that config)."""
+    timed = row["costmodel"]["search"]["timed"]
+    table = pa.table({"config_json": [configs.config_json(t["config"]) for t in timed],
+                      "status": ["ok" if t["ms"] is not None else "error" for t in timed],
+                      "latency_ms": [t["ms"] for t in timed]})
+    steady = {configs.config_json(_raced_config(row, w)): row["latency_ms"][w] for w in RACED}
+    return htune.HelionReplay(table, steady)
+
+
+class RaceTuner(htune.CostModelAutotuner):
+    """The tuner over the race's batch, with the race's default: the H200's under Helion 1.4.0 (this CPU's Helion
+    gives some kernels another default)."""
+
+    def __init__(self, row, *a, **kw):
+        timed = [t["config"] for t in row["costmodel"]["search"]["timed"]]
+        super().__init__(*a, k=len(timed), candidates=lambda b: timed, gpu=GPU, helion_version=row["helion_version"],
+                         **kw)
+        self.race_default = row["default"]["config"]
+
+    def ranked(self, cm, bound, args):
+        return super().ranked(cm, bound, args)[0], self.race_default
+
+
+def _race_tune(row, trained, **kw):
+    replay = _race_replay(row)
+    tuner = RaceTuner(row, trained, timer=replay, **kw)
+    got = tuner(*_bound(row["kernel"], row["problem"], row["dtype"])).autotune(skip_cache=True)  # a search each time
+    return configs.config_json(got), tuner, replay
+
+
+# the race's verdict per kernel: the tuner's batch pick wins where it is clearly faster in the race's steady rounds
+# (matmul: 0.100 ms against 1.319); elsewhere the default (rms_norm: the batch's pick re-times 12% slower; softmax:
+# 1.5% faster, within the tolerance; layer_norm: the batch's pick is the default)
+WINNER = {"helion:matmul": "costmodel", "helion:softmax": "default", "helion:rms_norm": "default",
+          "helion:layer_norm": "default"}
+
+
+@pytest.mark.parametrize("kernel", sorted(WINNER))
+def test_verification_follows_the_steady_timing_not_the_batch(kernel, trained):
+    row = _race(kernel)
+    got, tuner, replay = _race_tune(row, trained)
+    batch = {configs.config_json(t["config"]): t["ms"] for t in row["costmodel"]["search"]["timed"]}
+    d = configs.config_json(row["default"]["config"])
+    assert len(replay.asked) == 1 and set(configs.config_json(c) for c in replay.asked[0]) == set(batch)
+    # re-timed: the batch's fastest three, then the default, always (matmul's is the batch's slowest)
+    retimed = [configs.config_json(c) for c in replay.retimed[0]]
+    fastest = sorted((c for c in batch if batch[c] is not None), key=batch.get)[: htune.VERIFY]
+    assert retimed == fastest + ([d] if d not in fastest else []) and d in retimed
+    # the pick: what the race's steady rounds say, not the batch
+    assert got == configs.config_json(_raced_config(row, WINNER[kernel]))
+    steady = replay.steady
+    assert steady[got] <= steady[d]
+    verified = tuner.last["verified"]
+    assert [configs.config_json(v["config"]) for v in verified] == retimed
+    assert [v["ms"] for v in verified] == [steady.get(c) for c in retimed]
+    assert [v["batch_ms"] for v in verified] == [batch[c] for c in retimed]
+    assert tuner.last["best"] == {"config": json.loads(got), "ms": steady[got], "batch_ms": batch[got]}
+    if kernel == "helion:rms_norm":  # the batch alone picks a config the race timed 12% slower than the default
+        first = min(batch, key=batch.get)
+        assert first != d and first == configs.config_json(row["costmodel"]["config"]) and got == d
+        assert steady[first] > 1.1 * steady[d]
+
+
+def test_the_default_keeps_a_tie_within_the_tolerance(trained):
+    """softmax 64x2560 fp16: the batch's pick re-timed 0.00528 ms in the race, the default 0.00536 (1.5% slower):
+    the default stays at the 3% tolerance, the pick wins at none."""
+    row = _race("helion:softmax")
+    pick = configs.config_json(row["costmodel"]["config"])
+    assert htune.TOLERANCE == 0.03 and row["latency_ms"]["costmodel"] < row["latency_ms"]["default"]
+    assert _race_tune(row, trained)[0] == configs.config_json(row["default"]["config"])
+    assert _race_tune(row, trained, tolerance=0.0)[0] == pick
+
+
+def test_helions_rebenchmark_re_times_the_compiled_finalists(monkeypatch):
+    """HelionBenchmark on Helion's own search: the batch through benchmark_batch, the re-timing through its
+    rebenchmark, steady do_bench of the functions the batch compiled, in rounds of alternating order, their
+    median. Helion's two timers are replaced by the race's recordings of rms_norm 4096x2048 bf16 (benchmark_batch
+    answers the tuner's batch timings; do_bench its steady rounds, round i at a config's i-th call): nothing runs."""
+    from helion.autotuner import base_search
+    from helion.autotuner.benchmark_provider import BenchmarkResult
+
+    row = _race("helion:rms_norm")
+    pick, default = _raced_config(row, "costmodel"), row["default"]["config"]
+    batch_ms = {configs.config_json(t["config"]): t["ms"] for t in row["costmodel"]["search"]["timed"]}
+    rounds = {configs.config_json(_raced_config(row, w)): list(row["latency_rounds_ms"][w]) for w in RACED}
+    fam = families.get(row["kernel"])
+    bound, args = _bound(row["kernel"], row["problem"], row["dtype"],
+                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))  # no default run here
+    counts = families.op_counts(bound.config_spec)
+    ran, benched = [], []
+
+    def benchmark_batch(self, cfgs, *, desc=""):
+        out = []
+        for c in cfgs:
+            j = configs.config_json(dict(c), counts)
+            out.append(BenchmarkResult(config=c, fn=lambda *a, j=j: ran.append(j), perf=batch_ms[j], status="ok",
+                                       compile_time=None))
+        return out
+
+    def do_bench(fn, warmup, rep, return_mode, **kw):
+        fn()
+        benched.append((ran[-1], warmup, rep, return_mode))
+        return rounds[ran[-1]][sum(b[0] == ran[-1] for b in benched) - 1]
+
+    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
+    monkeypatch.setattr(base_search, "do_bench", do_bench)
+    timer = htune.HelionBenchmark()
+    cfgs = [pick, default]
+    assert timer.measure(bound, args, cfgs) == [batch_ms[configs.config_json(c)] for c in cfgs]
+    steady = timer.retime(bound, args, cfgs)
+    a, b = (configs.config_json(c) for c in cfgs)
+    assert htune.VERIFY_ROUNDS == 3 and [x[0] for x in benched] == [a, b, b, a, a, b]
+    assert {x[1:] for x in benched} == {(htune.VERIFY_MS, htune.VERIFY_MS, "median")}
+    assert steady == [float(np.median(rounds[j][: htune.VERIFY_ROUNDS])) for j in (a, b)]
+    assert steady[1] < steady[0]  # the default's first three rounds beat the batch's pick's
+    assert timer.kept is None and timer.retime(bound, args, cfgs) == [None, None]  # the search let go
 
 
 # --- (c) the fallback ------------------------------------------------------------------------------------
@@ -286,7 +432,7 @@ def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
     """Helion's compile-and-benchmark path times the top-k with its compile timeout capped at the collector's
     bound (Helion allows 60 s, and its population holds configs that compile for minutes); the setting is the
     kernel's own again afterwards, and a lower one is kept."""
-    from helion.autotuner.finite_search import FiniteSearch
+    from helion.autotuner.base_search import PopulationBasedSearch
 
     from costmodel.benchmark import HELION_COMPILE_LIMIT_S
     from tuner.helion import HelionBenchmark
@@ -297,7 +443,7 @@ def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
         seen.append(self.settings.autotune_compile_timeout)
         raise RuntimeError("no GPU here")
 
-    monkeypatch.setattr(FiniteSearch, "autotune", autotune)
+    monkeypatch.setattr(PopulationBasedSearch, "autotune", autotune)
     for allowed, capped in ((60, int(HELION_COMPILE_LIMIT_S)), (10, 10)):
         bound, args = _bound("helion:softmax", {"M": 8, "N": 64}, "float16", autotune_compile_timeout=allowed)
         candidates = families.candidates(bound, 2, seed=0)
@@ -308,16 +454,37 @@ def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
 
 # --- on the GPU ------------------------------------------------------------------------------------------
 
+VERIFY_BUDGET_S = 2.0  # what the verification may add to a tune of 17-21 s (issue 18: tuned well under 20 s)
+
+
+def _verified(first):
+    """The verification of a GPU tune: the default among the finalists, each re-timed, the winner the fastest of
+    the re-timing or the default within the tolerance, in the time it may take."""
+    last, default = first["last"], configs.config_json(first["default"])
+    v = {configs.config_json(e["config"]): e for e in last["verified"]}
+    assert 2 <= len(v) <= htune.VERIFY + 1 and default in v, v
+    assert all(e["ms"] is not None and e["batch_ms"] is not None for e in v.values()), v
+    best, ms, tolerance = configs.config_json(last["best"]["config"]), last["best"]["ms"], last["tolerance"]
+    fastest = min(e["ms"] for e in v.values())
+    assert best in v and ms == v[best]["ms"] and ms <= v[default]["ms"]
+    assert ms == fastest if best != default else ms <= fastest * (1 + tolerance)
+    assert best == default or ms * (1 + tolerance) < v[default]["ms"]
+    assert last["verify_s"] <= VERIFY_BUDGET_S, last["verify_s"]
+    return best
+
+
 @pytest.mark.gpu
 def test_autotuner_fn_on_the_gpu(trained, tmp_path):
-    """A kernel call tunes through Helion's compile-and-benchmark path (the top-k and the default timed, the result
-    correct and never slower than the default), and a second process answers from Helion's cache."""
+    """A kernel call tunes through Helion's compile-and-benchmark path (the top-k and the default timed; the
+    batch's fastest and the default re-timed by Helion's rebenchmark; the result correct and never slower than the
+    default as re-timed), and a second process answers from Helion's cache. rms_norm 4096x2048 bf16: the race's
+    case where the batch's single timing misled."""
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def run(mode):
-        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode],
-                           env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+    def run(mode, kernel="matmul"):
+        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode,
+                            kernel], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-3000:]
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -325,8 +492,12 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     last = first["last"]
     assert first["rel_err"] <= first["tolerance"]
     assert last["candidates"] == 300 and len(last["timed"]) <= 5
-    assert last["default_ms"] is not None and last["best"]["ms"] <= last["default_ms"]
+    assert last["default_ms"] is not None
+    best = _verified(first)
     cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]
-    assert configs.config_json(json.loads(cached)) == configs.config_json(last["best"]["config"])
+    assert configs.config_json(json.loads(cached)) == best
     second = run("cached")  # NoTimer: any timing fails the call
     assert second["last"] == {} and second["rel_err"] <= second["tolerance"]
+    small = run("tune", "rms_norm")
+    assert small["rel_err"] <= small["tolerance"] and small["last"]["candidates"] == 300
+    _verified(small)

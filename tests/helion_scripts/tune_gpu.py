@@ -1,7 +1,9 @@
-"""One Helion matmul call on the GPU through ``costmodel_autotuner`` (a fresh process, as a user's is); prints one
-JSON object: the config, the wall time of the call that tuned, and what the search did (``CostModelAutotuner.last``,
-empty when Helion's cache answered). ``argv``: the Helion model directory, candidates to rank, and ``cached`` to
-refuse any timing (the cache must answer)."""
+"""One Helion kernel call on the GPU through ``costmodel_autotuner`` (a fresh process, as a user's is); prints one
+JSON object: the config, Helion's default config, the wall time of the call that tuned, and what the search did
+(``CostModelAutotuner.last``: the batch, the verification's finalists and their re-timed ms, the winner; empty when
+Helion's cache answered). ``argv``: the Helion model directory, candidates to rank, ``tune`` or ``cached`` (refuse
+any timing: the cache must answer), and the kernel (default matmul; rms_norm is the race's case where the batch's
+single timing misled)."""
 
 import json
 import sys
@@ -12,17 +14,23 @@ import torch
 from costmodel.helion import configs, families
 from tuner import helion as htune
 
+PROBLEMS = {"matmul": ({"M": 2048, "N": 2048, "K": 2048}, "float16"),
+            "rms_norm": ({"M": 4096, "N": 2048}, "bfloat16")}
+
 
 class NoTimer:
     def measure(self, *a):
         raise AssertionError("timed where Helion's cache should have answered")
 
+    retime = measure
+
 
 model_dir, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+name = sys.argv[4] if len(sys.argv) > 4 else "matmul"
 tuner = htune.CostModelAutotuner(model_dir, k=4, candidates=n, timer=NoTimer() if mode == "cached" else None)
-fam = families.get("matmul")
-problem = {"M": 2048, "N": 2048, "K": 2048}
-args = fam.args(problem, fam.make_inputs(problem, "float16", "cuda"))
+fam = families.get(name)
+problem, dtype = PROBLEMS[name]
+args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
 kernel = fam.with_settings(autotuner_fn=tuner)  # what @helion.kernel(autotuner_fn=...) gives
 t0 = time.perf_counter()
 out = kernel(*args)
@@ -30,5 +38,7 @@ torch.cuda.synchronize()
 wall = time.perf_counter() - t0
 ref = fam.reference(problem, args)
 rel_err = float(torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref))
-print(json.dumps({"wall_s": wall, "rel_err": rel_err, "tolerance": fam.tolerance["float16"], "last": tuner.last},
-                 default=str))
+spec = kernel.bind(args).config_spec
+default = configs.normalise(spec.default_config(), families.op_counts(spec))
+print(json.dumps({"wall_s": wall, "rel_err": rel_err, "tolerance": fam.tolerance[dtype], "default": default,
+                  "last": tuner.last}, default=str))
