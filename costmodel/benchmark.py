@@ -580,11 +580,20 @@ def _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timi
     return _checked_then_timed(config, call, out, ref, fam.tolerance[dtype], first_s, device, timing, **regs)
 
 
+def relative_error(result, ref) -> float:
+    """||result - ref|| / ||ref||, ``ref`` in float32; of a kernel that returns several tensors (its reference a
+    tuple of as many, in the same order) the largest, NaN where any is not finite."""
+    if isinstance(ref, (tuple, list)):
+        errs = [relative_error(r, f) for r, f in zip(result, ref, strict=True)]
+        return max(errs) if all(math.isfinite(e) for e in errs) else math.nan
+    return float(((result.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+
+
 def _checked_then_timed(config, call, result, ref, tolerance: float, first_s: float, device: str, timing: dict,
                         **regs) -> Measurement:
     """``call``'s first ``result`` against the float32 reference: a wrong result is recorded and never timed;
     a right one is timed both ways (GPU time, L2 flushed; eager per-call time)."""
-    rel_err = float(((result.float() - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+    rel_err = relative_error(result, ref)
     if not math.isfinite(rel_err) or rel_err > tolerance:
         return Measurement(config, "wrong_result", rel_err=rel_err if math.isfinite(rel_err) else None,
                            compile_s=first_s, **regs)

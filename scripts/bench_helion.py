@@ -37,6 +37,7 @@ import numpy as np
 
 from benchlib import alternating, cold_triton_cache, log
 from costmodel import dataset
+from costmodel.benchmark import relative_error
 from costmodel.dataset import canonical_json
 from costmodel.evaluation import geomean
 from costmodel.helion import configs as hconfigs, families
@@ -146,11 +147,11 @@ def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rou
     for who, config in chosen.items():
         kernel = fam.with_settings(configs=(helion.Config(**config),))  # one config: a call runs it
         try:
-            out = kernel(*args).float()
+            out = kernel(*args)
         except Exception as e:  # noqa: BLE001 - recorded; the other configs are still timed
             errors[who] = f"{type(e).__name__}: {str(e)[:500]}"
             continue
-        rel_err[who] = float(((out - ref).norm() / ref.norm().clamp_min(1e-30)).item())
+        rel_err[who] = relative_error(out, ref)
         if rel_err[who] <= fam.tolerance[dtype]:
             runs[who] = lambda kernel=kernel: kernel(*args)
     rounds_ms = alternating(runs, rounds, lambda fn: do_bench(fn, return_mode="median"))

@@ -70,15 +70,17 @@ def test_unknown_helion_kernel_is_bad_input(cli, tmp_path):
     assert not (tmp_path / "d").exists()
 
 
-def _collect(out: Path, *args: str) -> dict:
+SOFTMAX_PLAN = ("--kernel", "helion:softmax", "--groups", "2", "--configs-per-group", "3", "--where", "M<=64",
+                "--where", "N<=4096")
+
+
+def _collect(out: Path, *args: str, plan: tuple[str, ...] = SOFTMAX_PLAN) -> dict:
     # Helion refuses HELION_INTERPRET beside TRITON_INTERPRET (which the suite sets): a process of its own
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     site = str(Path(__import__("helion").__file__).resolve().parents[1])
     env.update(HELION_INTERPRET="1", PYTHONPATH=os.pathsep.join([str(ROOT), site]))
-    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "collect", "--kernel", "helion:softmax",
-                        "--groups", "2", "--configs-per-group", "3", "--where", "M<=64", "--where", "N<=4096",
-                        "--out", str(out), "--json", *args], env=env, capture_output=True, text=True, timeout=600,
-                       cwd=ROOT)
+    r = subprocess.run([sys.executable, "-m", "costmodel.cli", "collect", *plan, "--out", str(out), "--json", *args],
+                       env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
     return json.loads(r.stdout)
 
@@ -107,6 +109,87 @@ def test_collect_helion_kernel_under_interpreter(tmp_path):
     # the same plan again measures nothing: every (group, config) is already there
     again = _collect(out)
     assert again["measured"] == 0 and again["skipped_already_measured"] == 6
+
+
+NEW = ("geglu", "cross_entropy", "add_rms_norm")  # the fused kernels added after swiglu, none with a Triton twin
+
+
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+def test_collect_plans_and_measures_the_fused_kernels_under_interpreter(tmp_path):
+    """`collect --kernel helion:<name>` for each kernel without a Triton twin: a group planned from its own problems
+    (cross_entropy's int64 targets among its inputs), each config checked against its own reference (both outputs
+    of add_rms_norm) and recorded."""
+    out = tmp_path / "data"
+    summary = _collect(out, plan=("--kernel", ",".join(f"helion:{n}" for n in NEW), "--groups", "3",
+                                  "--configs-per-group", "2", "--where", "M<=16"))
+    assert summary["counts"]["ok"] == 6 and summary["groups"] == 3
+    t = dataset.read(out)
+    assert sorted(set(t["kernel"].to_pylist())) == sorted(f"helion:{n}" for n in NEW) and t.num_rows == 6
+    for r in t.to_pylist():
+        fam = families.get(r["kernel"])
+        problem = json.loads(r["problem_json"])
+        assert r["source_hash"] == fam.kernel_hash() and set(problem) == set(fam.dims) and problem["M"] <= 16
+        assert r["status"] == "ok" and 0 <= r["rel_err"] <= fam.tolerance[r["dtype"]]
+
+
+@pytest.mark.parametrize("name", NEW)
+def test_a_kernel_without_a_twin_states_its_problems_inputs_and_reference(name):
+    """Its own problems (seeded, realistic: LLM widths, decode and odd sizes, within the element caps), inputs of
+    its dtypes and a float32 reference, against the formula written out here."""
+    import numpy as np
+    import torch
+
+    from costmodel.benchmarks import is_named
+
+    fam = families.get(name)
+    assert fam.twin is None and fam.dims == ("M", "N") and fam.dtypes == ("float16", "bfloat16")
+    problems = fam.problems(np.random.default_rng(0), 300)
+    assert problems == fam.problems(np.random.default_rng(0), 300)
+    m, n = (np.array([p[d] for p in problems]) for d in ("M", "N"))
+    assert (m >= 1).all() and (m % 16 != 0).any() and (n % 16 != 0).any() and (m <= 16).any()
+    assert not any(is_named(fam.kernel, p) for p in problems)
+    if name == "cross_entropy":  # LLM vocabularies, within int32 indexing
+        assert set(n) == {32000, 50257, 128256, 151936} and (m * n < 2**31).all() and m.max() == 16384
+    else:
+        assert (m * n <= 2**28).all() and len(set(n)) > 8
+    problem = {"M": 5, "N": 300}
+    inputs = fam.make_inputs(problem, "bfloat16", "cpu", seed=1)
+    ref = fam.reference(problem, inputs)
+    if name == "cross_entropy":
+        logits, target = inputs
+        assert logits.dtype == torch.bfloat16 and target.dtype == torch.int64 and target.shape == (5,)
+        assert 0 <= target.min() and target.max() < 300 and len(set(target.tolist())) > 1
+        x = logits.float()
+        want = torch.logsumexp(x, 1) - x[torch.arange(5), target]
+        torch.testing.assert_close(ref, want)
+    elif name == "geglu":
+        g, u = (t.float() for t in inputs)
+        want = 0.5 * g * (1 + torch.tanh((2 / np.pi) ** 0.5 * (g + 0.044715 * g**3))) * u
+        torch.testing.assert_close(ref, want)
+    else:
+        x, res, w = (t.float() for t in inputs)
+        assert [t.shape for t in inputs] == [(5, 300), (5, 300), (300,)]
+        h = x + res
+        normed, residual = ref
+        torch.testing.assert_close(residual, h)
+        torch.testing.assert_close(normed, h / (h.pow(2).mean(1, keepdim=True) + 1e-6).sqrt() * w)
+    assert fam.make_inputs(problem, "bfloat16", "cpu", seed=1)[0].equal(inputs[0])  # seeded
+
+
+def test_relative_error_of_several_outputs_is_the_largest():
+    import math
+
+    import torch
+
+    from costmodel.benchmark import relative_error
+
+    ref = (torch.ones(4), torch.full((3,), 2.0))
+    assert relative_error(torch.full((4,), 1.5), ref[0]) == pytest.approx(0.5)
+    assert relative_error((torch.ones(4), torch.full((3,), 2.2)), ref) == pytest.approx(0.1)
+    assert relative_error((torch.full((4,), 1.3), torch.full((3,), 2.2)), ref) == pytest.approx(0.3)
+    assert math.isnan(relative_error((torch.full((4,), float("nan")), torch.full((3,), 2.0)), ref))
+    with pytest.raises(ValueError):  # an output short: not a match
+        relative_error((torch.ones(4),), ref)
 
 
 @pytest.mark.skipif(not available(), reason="helion is not installed")
@@ -140,7 +223,7 @@ def _pool_check(mode: str, cache: Path, family: str, n: int, *more: str) -> list
 
 
 @pytest.mark.skipif(not available(), reason="helion is not installed")
-@pytest.mark.parametrize("family", ["matmul", "softmax"])
+@pytest.mark.parametrize("family", ["matmul", "softmax", "cross_entropy"])  # the last with int64 targets
 def test_helion_configs_compile_in_the_pool_and_the_worker_loads_them(tmp_path, family):
     """Each config's launch captured by the benchmarker (its Helion thread) and compiled for sm_90 in another
     process; then a fresh process on the timing worker's path (Helion's compile_config and first call) adds
@@ -231,6 +314,28 @@ def test_helion_group_compiles_in_the_pool_on_the_gpu(tmp_path, monkeypatch):
     assert os.environ["TRITON_CACHE_DIR"] == str(tmp_path / ".triton" / "cache")
     timed = sum(m.status == "ok" for m in ms[1:])
     assert per_config_s * len(configs[1:]) / timed < 0.5, per_config_s
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not available(), reason="helion is not installed")
+@pytest.mark.parametrize("name", NEW)
+def test_fused_kernel_group_on_the_gpu(name):
+    """A group of each kernel without a Triton twin through the IsolatedBenchmarker on the GPU, a realistic problem
+    from its own generator: Helion's generated code (libdevice's tanh, exp, rsqrt, which Triton's CPU interpreter
+    cannot run) checked against the family's reference; most configs ok, the rest a compile past its limit."""
+    import numpy as np
+
+    from costmodel import hardware
+    from costmodel.benchmark import IsolatedBenchmarker
+
+    fam = families.get(name)
+    problem = fam.problems(np.random.default_rng(18), 1)[0]
+    configs = families.candidates(fam.bind(problem, "bfloat16", "cuda")[0], 12, seed=0)
+    with IsolatedBenchmarker(hardware.current(), device="cuda") as bench:
+        ms = bench.measure(fam.kernel, problem, "bfloat16", configs)
+    assert all(m.status in ("ok", "timeout") for m in ms), [(m.status, m.error) for m in ms]
+    assert sum(m.status == "ok" for m in ms) >= len(ms) // 2 and ms[0].status == "ok"  # the default among them
+    assert all(m.rel_err <= fam.tolerance["bfloat16"] and m.latency_ms > 0 for m in ms if m.status == "ok")
 
 
 def test_a_helion_launch_that_cannot_be_captured_is_left_to_the_timing_worker(monkeypatch):

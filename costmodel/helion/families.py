@@ -3,7 +3,8 @@ extent each of its ConfigSpec's block sizes and reductions spans), and its candi
 
 Nothing here imports helion until a kernel is bound, so problems and extents work where helion is absent. The
 five kernels with a Triton twin (costmodel/kernels/) take the twin's problem generator, inputs and reference: the
-same realistic shapes and the same correctness check, written once; SwiGLU has its own.
+same realistic shapes and the same correctness check, written once; a kernel without one states its own
+(``KernelSpec``: swiglu, geglu, cross_entropy, add_rms_norm).
 """
 
 from __future__ import annotations
@@ -24,9 +25,31 @@ Problem = dict[str, int]
 
 
 @dataclass(frozen=True)
+class KernelSpec:
+    """What a Helion kernel without a Triton twin states itself, as a twin's family does: its dims, dtypes and
+    tolerance, realistic problems, seeded inputs and the float32 torch reference (a tuple where the kernel
+    returns several tensors, in the same order)."""
+    dims: tuple[str, ...]
+    problems: Callable[[np.random.Generator, int], list[Problem]]   # drawn; a benchmark's are dropped after
+    make_inputs: Callable[[Problem, str, str, int], tuple]          # (problem, dtype, device, seed)
+    reference: Callable[[Problem, tuple], Any]                      # (problem, inputs)
+    dtypes: tuple[str, ...] = ("float16", "bfloat16")
+    # relative error (norm) each output may have against the reference; None: the base family's (one rounding)
+    tolerance: dict[str, float] | None = None
+
+
+def _as_args(problem: Problem, inputs: tuple) -> tuple:
+    return tuple(inputs)
+
+
+def _rows_cols(args: tuple) -> Problem:
+    m, n = args[0].shape
+    return {"M": int(m), "N": int(n)}
+
+
+@dataclass(frozen=True)
 class HelionFamily:
     name: str                       # the kernel's name in costmodel/helion/kernels.py; dataset kernel "helion:<name>"
-    twin: str | None                # the Triton family with the same problems (dims, generator, inputs, reference)
     # extents of the problem each ConfigSpec block size tiles, in the spec's block order, and each reduction
     # (roll-able loop) spans; written on columns (name -> array or number), so features use them on a whole table
     tiles: Callable[[dict], list]
@@ -35,8 +58,17 @@ class HelionFamily:
     # the memory ops a compiled config runs, (loads, stores), with its reductions unrolled and rolled: a prefix of
     # its ``indexing`` list (the spec lists more ops than run: the entries past the prefix change no code), the
     # stores last and the loads first in ``load_eviction_policies``. Read off generated code (block_ptr on one op
-    # at a time, helion 1.5.1); tests/test_helion_tune.py checks them against ``features.spec_shape``
+    # at a time, helion 1.5.1): tests/test_helion.py checks them so for every family, tests/test_helion_tune.py
+    # against ``features.spec_shape`` on the recorded groups
     memory_ops: tuple[tuple[int, int], tuple[int, int]]
+    twin: str | None = None         # the Triton family with the same problems (dims, generator, inputs, reference)
+    own: KernelSpec | None = None   # else the kernel's own
+    args: Callable[[Problem, tuple], tuple] = _as_args       # the Helion kernel's arguments for (problem, inputs)
+    problem_of: Callable[[tuple], Problem] = _rows_cols      # its inverse: the problem of a call's arguments
+
+    def __post_init__(self):
+        if (self.twin is None) == (self.own is None):
+            raise ValueError(f"{PREFIX}{self.name}: a Triton twin or a KernelSpec of its own, one of the two")
 
     @property
     def kernel(self) -> str:
@@ -47,21 +79,25 @@ class HelionFamily:
 
         return get_family(self.twin)
 
+    def source(self):
+        """Where the kernel's dims, problems, inputs and reference come from: its twin family or its own spec."""
+        return self.own if self.own is not None else self.twin_family()
+
     @property
     def dims(self) -> tuple[str, ...]:
-        return self.twin_family().dims if self.twin else ("M", "N")
+        return self.source().dims
 
     @property
     def dtypes(self) -> tuple[str, ...]:
-        return self.twin_family().dtypes if self.twin else ("float16", "bfloat16")
+        return self.source().dtypes
 
     @property
     def tolerance(self) -> dict[str, float]:
-        """Relative error (norm) a config's output may have against the float32 reference: the twin's; SwiGLU
-        takes the base family's (one rounding of an elementwise product)."""
+        """Relative error (norm) a config's output may have against the float32 reference: the twin's, or the
+        kernel's own (by default the base family's: one rounding of each output)."""
         from costmodel.kernels.base import KernelFamily
 
-        return self.twin_family().tolerance if self.twin else KernelFamily.tolerance
+        return self.source().tolerance or KernelFamily.tolerance
 
     def kernel_hash(self, version: str | None = None) -> str:
         """The group identity (``source_hash``): the kernel's source, decorator included, and the Helion version
@@ -76,49 +112,18 @@ class HelionFamily:
         """``n`` realistic problems, none a benchmark's (costmodel/benchmarks.py, under the twin's name)."""
         out: list[Problem] = []
         for _ in range(100):
-            drawn = self.twin_family().problems(rng, n) if self.twin else _swiglu_problems(rng, n)
+            drawn = self.source().problems(rng, n)
             out += [p for p in drawn if not is_named(self.twin or self.kernel, p)][: n - len(out)]
             if len(out) == n:
                 return out
         raise CostModelError(f"{self.kernel}: could not draw {n} problems outside the benchmarks' sets")
 
     def make_inputs(self, problem: Problem, dtype: str, device: str, seed: int = 0) -> tuple:
-        if self.twin:
-            return self.twin_family().make_inputs(problem, dtype, device, seed)
-        import torch
-
-        from costmodel.kernels.base import rand_generator, torch_dtype
-
-        g = rand_generator(device, seed)
-        return tuple(torch.randn(problem["M"], problem["N"], device=device, generator=g).to(torch_dtype(dtype))
-                     for _ in range(2))
-
-    def args(self, problem: Problem, inputs: tuple) -> tuple:
-        """The Helion kernel's arguments for ``inputs``."""
-        if self.name == "attention":  # keys j <= i + shift kept: S keeps all, 0 is causal
-            return (*inputs, 0 if problem["CAUSAL"] else problem["S"])
-        return tuple(inputs)
-
-    def problem_of(self, args: tuple) -> Problem:
-        """The problem of a call's arguments (the inverse of ``args``: what the Helion tuner ranks for)."""
-        x = args[0]
-        if self.name == "matmul":
-            (m, k), n = x.shape, args[1].shape[1]
-            return {"M": int(m), "N": int(n), "K": int(k)}
-        if self.name == "attention":
-            b, h, s, d = x.shape
-            return {"B": int(b), "H": int(h), "S": int(s), "D": int(d), "CAUSAL": int(args[3] == 0)}
-        m, n = x.shape
-        return {"M": int(m), "N": int(n)}
+        return self.source().make_inputs(problem, dtype, device, seed)
 
     def reference(self, problem: Problem, inputs: tuple):
-        """The torch result, in float32."""
-        if self.twin:
-            return self.twin_family().reference(problem, inputs)
-        import torch.nn.functional as F
-
-        gate, up = (t.float() for t in inputs)
-        return F.silu(gate) * up
+        """The torch result, in float32 (a tuple of them, in the kernel's order, where it returns several)."""
+        return self.source().reference(problem, inputs)
 
     def helion_kernel(self):
         from costmodel.helion import kernels
@@ -171,36 +176,172 @@ def _ref_mode_off():
     return RefMode.OFF
 
 
-def _swiglu_problems(rng: np.random.Generator, n: int) -> list[Problem]:
-    # tokens x intermediate size of LLM MLPs (Llama 2 7B 11008, Llama 3 8B 14336, 70B 28672, Mistral 14336, ...)
-    inter = (2816, 5632, 8192, 11008, 13824, 14336, 18944, 28672)
+# --- the kernels without a Triton twin: problems, inputs, references -------------------------------------------
+
+def _tokens_by_width(widths: tuple[int, ...], odd_width: Callable[[np.random.Generator], int], cap: int):
+    """A generator of (tokens M, width N) problems: half a prefill's tokens, a quarter a decode step's (a few
+    rows), a quarter with neither dim a multiple of 16; M*N at most ``cap`` elements."""
+    def problems(rng: np.random.Generator, n: int) -> list[Problem]:
+        out = []
+        for _ in range(n):
+            kind = rng.choice(["prefill", "decode", "odd"], p=[0.5, 0.25, 0.25])
+            if kind == "prefill":
+                m, n_ = int(rng.choice([256, 512, 1024, 2048, 4096, 8192, 16384])), int(rng.choice(widths))
+            elif kind == "decode":
+                m, n_ = int(rng.choice([1, 2, 4, 8, 16, 32, 64, int(rng.integers(1, 129))])), int(rng.choice(widths))
+            else:
+                m, n_ = int(rng.integers(17, 9000)), odd_width(rng)
+            out.append({"M": max(1, min(m, cap // n_)), "N": n_})
+        return out
+    return problems
+
+
+def _odd_width(lo: int, hi: int, fixed: tuple[int, ...]) -> Callable[[np.random.Generator], int]:
+    return lambda rng: int(rng.choice([int(rng.integers(lo, hi)), *fixed]))
+
+
+def _randn(shapes: list[tuple[int, ...]], dtype: str, device: str, seed: int) -> tuple:
+    import torch
+
+    from costmodel.kernels.base import rand_generator, torch_dtype
+
+    g = rand_generator(device, seed)
+    return tuple(torch.randn(*s, device=device, generator=g).to(torch_dtype(dtype)) for s in shapes)
+
+
+def _gate_up(problem: Problem, dtype: str, device: str, seed: int) -> tuple:
+    return _randn([(problem["M"], problem["N"])] * 2, dtype, device, seed)
+
+
+def _swiglu_reference(problem: Problem, inputs: tuple):
+    import torch.nn.functional as F
+
+    gate, up = (t.float() for t in inputs)
+    return F.silu(gate) * up
+
+
+def _geglu_reference(problem: Problem, inputs: tuple):
+    import torch.nn.functional as F
+
+    gate, up = (t.float() for t in inputs)
+    return F.gelu(gate, approximate="tanh") * up
+
+
+# elements a problem's tensor may hold: past 2**31 - 1 Helion indexes with int64 (1.4.0 and 1.5.1), other code
+_INT32_ELEMENTS = 2**31 - 1
+# vocabularies of LLMs: Llama 2 and Mistral, GPT-2, Llama 3, Qwen 2
+_VOCABS = (32000, 50257, 128256, 151936)
+
+
+def _loss_problems(rng: np.random.Generator, n: int) -> list[Problem]:
+    """Tokens x vocabulary of an LLM's loss: half a training batch's tokens (512-16384), a fifth a few rows (1-256),
+    the rest any count from 17; M*N within int32 indexing (with Qwen 2's vocabulary at most 14134 tokens)."""
     out = []
     for _ in range(n):
-        kind = rng.choice(["prefill", "decode", "odd"], p=[0.5, 0.25, 0.25])
-        if kind == "prefill":
-            m, n_ = int(rng.choice([256, 512, 1024, 2048, 4096, 8192, 16384])), int(rng.choice(inter))
-        elif kind == "decode":
-            m, n_ = int(rng.choice([1, 2, 4, 8, 16, 32, 64, int(rng.integers(1, 129))])), int(rng.choice(inter))
-        else:  # neither dim a multiple of 16
-            m, n_ = int(rng.integers(17, 9000)), int(rng.choice([int(rng.integers(1000, 30000)), 11007, 3001]))
-        out.append({"M": max(1, min(m, (1 << 28) // n_)), "N": n_})
+        kind = rng.choice(["batch", "few", "odd"], p=[0.5, 0.2, 0.3])
+        v = int(rng.choice(_VOCABS))
+        if kind == "batch":
+            m = int(rng.choice([512, 1024, 2048, 4096, 8192, 16384]))
+        elif kind == "few":
+            m = int(rng.choice([1, 2, 8, 32, 128, int(rng.integers(1, 257))]))
+        else:
+            m = int(rng.integers(17, 16385))
+        out.append({"M": min(m, _INT32_ELEMENTS // v), "N": v})
     return out
+
+
+def _loss_inputs(problem: Problem, dtype: str, device: str, seed: int) -> tuple:
+    """Logits (M, N) of ``dtype`` and int64 targets (M,) in [0, N)."""
+    import torch
+
+    from costmodel.kernels.base import rand_generator
+
+    (logits,) = _randn([(problem["M"], problem["N"])], dtype, device, seed)
+    target = torch.randint(0, problem["N"], (problem["M"],), device=device, generator=rand_generator(device, seed + 1))
+    return logits, target
+
+
+def _loss_reference(problem: Problem, inputs: tuple):
+    import torch.nn.functional as F
+
+    logits, target = inputs
+    return F.cross_entropy(logits.float(), target, reduction="none")
+
+
+def _add_rms_norm_inputs(problem: Problem, dtype: str, device: str, seed: int) -> tuple:
+    m, n = problem["M"], problem["N"]
+    return _randn([(m, n), (m, n), (n,)], dtype, device, seed)
+
+
+def _add_rms_norm_reference(problem: Problem, inputs: tuple):
+    """(rms_norm(h) * weight, h) for h = x + residual, as vLLM's fused_add_rms_norm computes them, in float32."""
+    import torch
+
+    from costmodel.kernels.rmsnorm import EPS
+
+    x, residual, weight = (t.float() for t in inputs)
+    h = x + residual
+    return h * torch.rsqrt(h.pow(2).mean(dim=-1, keepdim=True) + EPS) * weight, h
+
+
+SWIGLU = KernelSpec(
+    ("M", "N"),
+    # tokens x intermediate size of LLM MLPs (Llama 2 7B 11008, Llama 3 8B 14336, 70B 28672, Mistral 14336, ...)
+    _tokens_by_width((2816, 5632, 8192, 11008, 13824, 14336, 18944, 28672), _odd_width(1000, 30000, (11007, 3001)),
+                     1 << 28),
+    _gate_up, _swiglu_reference)
+GEGLU = KernelSpec(
+    ("M", "N"),
+    # tokens x intermediate size of GeGLU MLPs (Gemma 2B 16384, 7B 24576; Gemma 2 2B 9216, 9B 14336, 27B 36864;
+    # Gemma 3 1B 6912, 4B 10240, 12B 15360, 27B 21504)
+    _tokens_by_width((6912, 9216, 10240, 14336, 15360, 16384, 21504, 24576, 36864),
+                     _odd_width(1000, 37000, (9215, 2049)), 1 << 28),
+    _gate_up, _geglu_reference)
+CROSS_ENTROPY = KernelSpec(("M", "N"), _loss_problems, _loss_inputs, _loss_reference)  # N: the vocabulary
+ADD_RMS_NORM = KernelSpec(
+    ("M", "N"),
+    # tokens x hidden size (Qwen 2 1.5B 1536, Llama 3.2 1B 2048, 3B 3072, Qwen 2.5 7B 3584, Llama 3 8B 4096, Mistral
+    # Small 5120, DeepSeek V3 7168, Llama 3 70B 8192, 405B 16384)
+    _tokens_by_width((1536, 2048, 3072, 3584, 4096, 5120, 7168, 8192, 16384), _odd_width(500, 16000, (4095, 1001)),
+                     1 << 28),
+    _add_rms_norm_inputs, _add_rms_norm_reference)
 
 
 def _rows(c):
     return [c["M"]]
 
 
+def _matmul_problem(args: tuple) -> Problem:
+    (m, k), n = args[0].shape, args[1].shape[1]
+    return {"M": int(m), "N": int(n), "K": int(k)}
+
+
+def _attention_args(problem: Problem, inputs: tuple) -> tuple:
+    return (*inputs, 0 if problem["CAUSAL"] else problem["S"])  # keys j <= i + shift kept: S keeps all, 0 causal
+
+
+def _attention_problem(args: tuple) -> Problem:
+    b, h, s, d = args[0].shape
+    return {"B": int(b), "H": int(h), "S": int(s), "D": int(d), "CAUSAL": int(args[3] == 0)}
+
+
 FAMILIES = {f.name: f for f in (
-    HelionFamily("matmul", "matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1))),
+    HelionFamily("matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1)), twin="matmul",
+                 problem_of=_matmul_problem),
     # a rolled reduction reads the row again in each pass after the first (max, then sum and store)
-    HelionFamily("softmax", "softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1))),
-    HelionFamily("layer_norm", "layernorm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1))),
-    HelionFamily("rms_norm", "rmsnorm", _rows, lambda c: [c["N"]], 1, ((2, 1), (3, 1))),
+    HelionFamily("softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1)), twin="softmax"),
+    HelionFamily("layer_norm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1)), twin="layernorm"),
+    HelionFamily("rms_norm", _rows, lambda c: [c["N"]], 1, ((2, 1), (3, 1)), twin="rmsnorm"),
     # (batch x heads, query rows, key rows); the head dim is specialised, whole in every tile
-    HelionFamily("attention", "attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2,
-                 ((3, 1), (3, 1))),
-    HelionFamily("swiglu", None, lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1))),
+    HelionFamily("attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2, ((3, 1), (3, 1)),
+                 twin="attention", args=_attention_args, problem_of=_attention_problem),
+    HelionFamily("swiglu", lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1)), own=SWIGLU),
+    HelionFamily("geglu", lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1)), own=GEGLU),
+    # rows, then the vocabulary in a loop of each program (its amax and sum reduce a tile: no reduction loop); the
+    # logits, the targets and the gathered target logits loaded, the loss stored
+    HelionFamily("cross_entropy", lambda c: [c["M"], c["N"]], lambda c: [], 1, ((3, 1), (3, 1)), own=CROSS_ENTROPY),
+    # a rolled reduction reads x and the residual again in its second pass, with the weight; both stores there
+    HelionFamily("add_rms_norm", _rows, lambda c: [c["N"]], 1, ((3, 2), (5, 2)), own=ADD_RMS_NORM),
 )}
 
 

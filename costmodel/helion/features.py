@@ -231,7 +231,8 @@ def live_memory_ops(bound) -> list[list[int]]:
     out = []
     for rolled in (False, True):
         if d.get("reduction_loops"):
-            d["reduction_loops"] = [max(1, min(64, r.size_hint // 2)) if rolled else None
+            # rolled: a power of two below the extent (the spec takes only powers of two), at most 64
+            d["reduction_loops"] = [min(64, 1 << max(0, (r.size_hint - 1).bit_length() - 1)) if rolled else None
                                     for r in bound.config_spec.reduction_loops]
         code = bound.to_triton_code(helion.Config(**d))
         out.append([len(re.findall(r"\btl\.load\(", code)), len(re.findall(r"\btl\.store\(", code))])

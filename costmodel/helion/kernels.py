@@ -1,6 +1,8 @@
 """The Helion kernels, written after Helion's examples (matmul, softmax, layer_norm, rms_norm, attention) plus
-SwiGLU, a fused gated-MLP activation that has no Triton family here. Helion reads each kernel's source, so they
-live in this file; importing it imports helion."""
+fused kernels that have no Triton family here: the gated-MLP activations SwiGLU and GeGLU, a per-row cross-entropy
+loss and a fused residual add with RMSNorm. Helion reads each kernel's source, so they live in this file; importing
+it imports helion. A kernel's source text is its data's identity (``HelionFamily.kernel_hash``): edit one and its
+rows are another kernel's."""
 
 from __future__ import annotations
 
@@ -102,3 +104,51 @@ def swiglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
         g = gate[tile].to(torch.float32)
         out[tile] = (g * torch.sigmoid(g) * up[tile].to(torch.float32)).to(out.dtype)
     return out
+
+
+@helion.kernel(static_shapes=True)
+def geglu(gate: torch.Tensor, up: torch.Tensor) -> torch.Tensor:
+    """gelu(gate) * up with the tanh approximation of gelu, elementwise over (M, N): the activation of a GeGLU MLP
+    (Gemma's FFN)."""
+    out = torch.empty_like(gate)
+    for tile in hl.tile(gate.size()):
+        g = gate[tile].to(torch.float32)
+        inner = 0.7978845608028654 * (g + 0.044715 * g * g * g)  # sqrt(2 / pi) * (g + 0.044715 g^3)
+        out[tile] = (0.5 * g * (1.0 + torch.tanh(inner)) * up[tile].to(torch.float32)).to(out.dtype)
+    return out
+
+
+@helion.kernel(static_shapes=True)
+def cross_entropy(logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+    """Per-row cross-entropy loss (float32) of logits (M, V) against int64 class indices (M,): log-sum-exp over the
+    vocabulary in blocks with a running max (one pass over the logits, as an LLM's loss kernel reads them), less the
+    target's logit, gathered by its flat index."""
+    m, v = logits.size()
+    loss = torch.empty([m], dtype=torch.float32, device=logits.device)
+    flat = logits.view(-1)
+    for tile_m in hl.tile(m):
+        row_max = hl.full([tile_m], float("-inf"), dtype=torch.float32)
+        row_sum = hl.zeros([tile_m], dtype=torch.float32)
+        for tile_v in hl.tile(v):
+            x = logits[tile_m, tile_v].to(torch.float32)
+            new_max = torch.maximum(row_max, torch.amax(x, dim=-1))
+            row_sum = row_sum * torch.exp(row_max - new_max) + torch.sum(torch.exp(x - new_max[:, None]), dim=-1)
+            row_max = new_max
+        picked = hl.load(flat, [tile_m.index * v + target[tile_m]]).to(torch.float32)
+        loss[tile_m] = row_max + torch.log(row_sum) - picked
+    return loss
+
+
+@helion.kernel(static_shapes=True)
+def add_rms_norm(x: torch.Tensor, residual: torch.Tensor, weight: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """A transformer block's fused residual add and RMSNorm over rows of (M, N): h = x + residual in float32,
+    returned as the next residual (in x's dtype) beside rms_norm(h) * weight."""
+    m, n = x.size()
+    out = torch.empty_like(x)
+    new_residual = torch.empty_like(x)
+    for tile_m in hl.tile(m):
+        h = x[tile_m, :].to(torch.float32) + residual[tile_m, :].to(torch.float32)
+        y = h * torch.rsqrt(torch.mean(h * h, dim=-1, keepdim=True) + RMS_EPS)
+        out[tile_m, :] = (y * weight[:].to(torch.float32)).to(x.dtype)
+        new_residual[tile_m, :] = h.to(x.dtype)  # after the loads: a rolled reduction stores it in its last pass
+    return out, new_residual

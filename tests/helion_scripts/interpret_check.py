@@ -1,6 +1,11 @@
-"""Run each Helion kernel with its default config under HELION_INTERPRET=1 (eager PyTorch on CPU tensors) and print
-one JSON object: kernel -> max abs error against the family's torch reference, and the tolerance it must meet.
-Run in its own process: Helion refuses HELION_INTERPRET beside TRITON_INTERPRET, which the test suite sets."""
+"""Run each Helion kernel under HELION_INTERPRET=1 (eager PyTorch on CPU tensors, in tiles of each config's block
+sizes) with its default config and RANDOM random configs of its spec, and print one JSON object: per kernel, dtype and
+config, the max abs error against the family's torch reference (over every output of a kernel that returns several)
+and the scale it is judged at. Run in its own process: Helion refuses HELION_INTERPRET beside TRITON_INTERPRET,
+which the test suite sets.
+
+  interpret_check.py PROBLEMS_JSON [RANDOM]
+"""
 
 import json
 import os
@@ -19,16 +24,29 @@ _lib.impl("bmm.dtype", lambda a, b, out_dtype: torch.bmm(a.to(out_dtype), b.to(o
 from costmodel.helion import families  # noqa: E402
 
 PROBLEMS = json.loads(sys.argv[1])
+RANDOM = int(sys.argv[2]) if len(sys.argv) > 2 else 0
+
+
+def outputs(x) -> list:
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
 out = {}
 for name, problem in PROBLEMS.items():
     fam = families.get(name)
     for dtype in ("float16", "bfloat16"):
-        bound, args = fam.bind(problem, dtype)
-        default = bound.config_spec.default_config()
-        # the same function as a kernel with one config: Helion's eager mode runs with it (set_config compiles)
-        kernel = helion.kernel(fam.helion_kernel().fn, config=default, static_shapes=True)
-        got = kernel(*args).float()
-        want = fam.reference(problem, args[: len(args) - (name == "attention")])
-        out[f"{name}/{dtype}"] = {"err": (got - want).abs().max().item(),
-                                 "scale": max(1.0, want.abs().max().item()), "shape_ok": list(got.shape) == list(want.shape)}
+        inputs = fam.make_inputs(problem, dtype, "cpu")
+        args = fam.args(problem, inputs)
+        bound, _ = fam.bind(problem, dtype)
+        want = outputs(fam.reference(problem, inputs))
+        # Helion's default first, then random configs of the spec (their block sizes tile the problem otherwise)
+        for i, config in enumerate(families.candidates(bound, 1 + RANDOM, seed=11)):
+            # the same function as a kernel with one config: Helion's eager mode runs with it (set_config compiles)
+            kernel = helion.kernel(fam.helion_kernel().fn, config=helion.Config(**config), static_shapes=True)
+            got = [g.float() for g in outputs(kernel(*args))]
+            out[f"{name}/{dtype}/{i}"] = {
+                "err": max((g - w).abs().max().item() for g, w in zip(got, want)),
+                "scale": max(1.0, *(w.abs().max().item() for w in want)),
+                "shape_ok": [list(g.shape) for g in got] == [list(w.shape) for w in want],
+                "block_sizes": config["block_sizes"]}
 print(json.dumps(out))
