@@ -9,15 +9,16 @@ Prints a table on stderr, with --json one JSON object on stdout. Bad input: one 
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from pathlib import Path
 
+import click
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel import dataset, hardware  # noqa: E402
+from costmodel.cli import handle_errors  # noqa: E402
 from costmodel.errors import CostModelError  # noqa: E402
 from costmodel.kernels.matmul import tail_split  # noqa: E402
 
@@ -54,25 +55,20 @@ def run(data: str, gpu: str) -> dict:
     return {"gpu": gpu, "groups": rows}
 
 
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", default="data")
-    p.add_argument("--gpu", default="nvidia-h200")
-    p.add_argument("--json", action="store_true")
-    args = p.parse_args(argv)
-    try:
-        out = run(args.data, args.gpu)
-    except CostModelError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
+@click.command()
+@click.option("--data", default="data", show_default=True)
+@click.option("--gpu", default="nvidia-h200", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="one JSON object on stdout")
+@handle_errors
+def main(data: str, gpu: str, as_json: bool) -> None:
+    out = run(data, gpu)
     for r in out["groups"]:
-        print(f"{json.dumps(r['problem'])} {r['dtype']:9} configs {r['configs']:5} in rounds {r['round_configs']:4}  "
-              f"best/best in rounds {r['best_over_best_in_rounds']:.3f}  unsplit/split median "
-              f"{r['median_unsplit_over_split']:.3f}, faster in {r['split_faster_share']:.0%}", file=sys.stderr)
-    if args.json:
-        print(json.dumps(out))
-    return 0
+        click.echo(f"{json.dumps(r['problem'])} {r['dtype']:9} configs {r['configs']:5} in rounds "
+                   f"{r['round_configs']:4}  best/best in rounds {r['best_over_best_in_rounds']:.3f}  unsplit/split "
+                   f"median {r['median_unsplit_over_split']:.3f}, faster in {r['split_faster_share']:.0%}", err=True)
+    if as_json:
+        click.echo(json.dumps(out))
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

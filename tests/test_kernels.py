@@ -94,18 +94,30 @@ def test_matmul_split_tail_matches_reference():
 
     fam, hw = get_family("matmul"), dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
     problem = {"M": 128, "N": 256, "K": 520}
-    configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
-               if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
+    configs = _small_split_configs(fam, problem, hw)
     assert {(c["TMA"], c["SPLIT_TAIL"], c["EPILOGUE_SUBTILE"]) for c in configs} == {
         (0, 1, 0), (0, 2, 0), (1, 1, 1), (1, 2, 1)}
     assert all(tail_split(problem, c, hw) == (1, 4) for c in configs)
+    _launch_and_bind_match(fam, problem, configs, hw, seed=1)
+
+
+def _small_split_configs(fam, problem, hw):
+    """The split-tail configs of 64x64x32 tiles, 2 stages and 4 warps (the interpreter runs them in seconds)."""
+    return [c for c in space.enumerate_valid(fam, problem, "float16", hw)
+            if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2
+            and c["num_warps"] == 4]
+
+
+def _launch_and_bind_match(fam, problem, configs, hw, seed):
+    """Each config, launched and through its bound call (which reuses its workspace and counters, called twice),
+    matches the reference."""
     for config in configs:
-        inputs = fam.make_inputs(problem, "float16", "cpu", seed=1)
+        inputs = fam.make_inputs(problem, "float16", "cpu", seed=seed)
         out = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
         fam.launch(problem, inputs, out, config, hw)
         ref = fam.reference(problem, inputs)
         assert ((out.float() - ref).norm() / ref.norm()).item() < fam.tolerance["float16"], config
-        call = fam.bind(problem, inputs, out, config, hw)  # the bound call reuses its workspace and counters
+        call = fam.bind(problem, inputs, out, config, hw)
         for _ in range(2):
             out.fill_(float("nan"))
             call()
@@ -123,8 +135,7 @@ def test_matmul_split_tail_over_half_the_sms_matches_reference():
 
     fam, hw = get_family("matmul"), dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
     problem = {"M": 128, "N": 384, "K": 520}
-    configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw)
-               if c["SPLIT_TAIL"] and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2 and c["num_warps"] == 4]
+    configs = _small_split_configs(fam, problem, hw)
     assert {(c["TMA"], c["SPLIT_TAIL"]) for c in configs} == {(0, 1), (0, 2), (1, 1), (1, 2)}
     assert all(tail_split(problem, c, hw) == (5, 4) for c in configs)
     cols = {**problem, **configs[0], "sm_count": 7}
@@ -132,12 +143,7 @@ def test_matmul_split_tail_over_half_the_sms_matches_reference():
     split_tiles, parts = split_of(cols, tiles)
     # one whole wave of 17 K steps, then 3 rounds of parts of 5 steps (17 / 4, rounded up), against 2 waves
     assert busiest_sm_steps(cols, tiles, 17.0, split_tiles, parts) == 17 + 3 * 5 < 2 * 17
-    for config in configs:
-        inputs = fam.make_inputs(problem, "float16", "cpu", seed=2)
-        out = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
-        fam.launch(problem, inputs, out, config, hw)
-        ref = fam.reference(problem, inputs)
-        assert ((out.float() - ref).norm() / ref.norm()).item() < fam.tolerance["float16"], config
+    _launch_and_bind_match(fam, problem, configs, hw, seed=2)
 
 
 def test_matmul_split_tail_only_where_it_splits():

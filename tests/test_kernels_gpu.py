@@ -41,6 +41,11 @@ def test_family_on_gpu(family):
 def test_matmul_split_tail_on_gpu(problem):
     """Split-tail configs of both reductions (the last part to arrive writing the tile; a second kernel) are right
     on real shapes: whole waves and a split tail, an odd M, and a decode shape with no whole wave at all."""
+    _split_configs_right(problem, lambda c, hw: True)
+
+
+def _split_configs_right(problem: dict, keep) -> None:
+    """5 configs of each split-tail reduction that ``keep(config, hw)`` holds for, each dtype, all right."""
     from costmodel import hardware
     from costmodel.benchmark import IsolatedBenchmarker
     from costmodel.kernels import get_family
@@ -51,7 +56,8 @@ def test_matmul_split_tail_on_gpu(problem):
             valid = space.enumerate_valid(fam, problem, dtype, hw)
             picked = []
             for mode in (1, 2):
-                split = [c for c in valid if c["SPLIT_TAIL"] == mode]
+                split = [c for c in valid if c["SPLIT_TAIL"] == mode and keep(c, hw)]
+                assert split, (problem, mode)
                 picked += [split[i] for i in np.random.default_rng(mode).permutation(len(split))[:5]]
             ms = bench.measure("matmul", problem, dtype, picked)
             assert all(m.ok for m in ms), [m for m in ms if not m.ok]
@@ -61,22 +67,9 @@ def test_matmul_split_tail_on_gpu(problem):
 def test_matmul_balanced_tail_on_gpu(problem):
     """A tail over half the SMs split in rounds of parts (issue 17) is right with both reductions, aligned and not:
     2944x4096 leaves 76 tiles of 128x128 on 132 SMs (3 parts), 2999x4001 92 or 96 tiles (4 parts)."""
-    from costmodel import hardware
-    from costmodel.benchmark import IsolatedBenchmarker
-    from costmodel.kernels import get_family
     from costmodel.kernels.matmul import tail_split
 
-    hw, fam = hardware.current(), get_family("matmul")
-    with IsolatedBenchmarker(hw, compile_workers=8) as bench:
-        for dtype in fam.dtypes:
-            valid = space.enumerate_valid(fam, problem, dtype, hw)
-            picked = []
-            for mode in (1, 2):
-                rounds = [c for c in valid if c["SPLIT_TAIL"] == mode and 2 * tail_split(problem, c, hw)[0] > hw.sm_count]
-                assert rounds, (problem, mode)
-                picked += [rounds[i] for i in np.random.default_rng(mode).permutation(len(rounds))[:5]]
-            ms = bench.measure("matmul", problem, dtype, picked)
-            assert all(m.ok for m in ms), [m for m in ms if not m.ok]
+    _split_configs_right(problem, lambda c, hw: 2 * tail_split(problem, c, hw)[0] > hw.sm_count)
 
 
 BOUND_KINDS = {  # (family, problem, config overrides): every launcher path a bound call takes
