@@ -219,7 +219,9 @@ def _figures(rows: list[dict]) -> dict:
 @click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all)")
 @click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each)")
 @click.option("--out", default="bench_helion.jsonl", help="rows are appended here, one JSON line per problem")
-@click.option("--rounds", default=6, help="alternating do_bench rounds per problem")
+# 15, not 6: in session 13's race one config of a ~14 us kernel read 13.3-17.9 us across 6 rounds, and a few whole
+# rounds read ~26 us (bench_helion-h200-2026-12-01-s13.jsonl); a round is 3 do_bench calls of ~0.1 s
+@click.option("--rounds", default=15, help="alternating do_bench rounds per problem")
 @click.option("--timeout", "timeout_s", default=900.0, help="seconds a tune may take before it is recorded as failed")
 @click.option("--list", "list_only", is_flag=True, help="print the problems by index and exit")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
