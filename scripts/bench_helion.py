@@ -200,6 +200,10 @@ def _figures(rows: list[dict]) -> dict:
     walls = [r["costmodel"]["wall_s"] for r in rows]
     out: dict = {"problems": len(rows), "median_cold_wall_s": median(walls), "max_cold_wall_s": max(walls),
                  "median_quick_wall_s": median([r["quick"]["wall_s"] for r in rows if "wall_s" in r["quick"]])}
+    # how steady the timing was: per problem and config, the median of |round / median of rounds - 1|
+    out["round_spread"] = {f"{r['kernel']} {canonical_json(r['problem'])} {r['dtype']}": {
+        who: median([abs(x / median(v) - 1) for x in v]) for who, v in r.get("latency_rounds_ms", {}).items() if v}
+        for r in rows}
     for who in ("quick", "full", "default"):
         per = list(ratios(who).values())
         out[f"vs_{who}"] = {"per_problem": ratios(who), "min": min(per, default=None),

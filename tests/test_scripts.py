@@ -212,3 +212,19 @@ def test_helion_race_records_a_failed_tune_and_goes_on(bench_helion, tmp_path):
     assert set(failed) == {"error"} and failed["error"].startswith("exit 1")
     assert bench_helion.tune_in_new_process("quick", "softmax", problem, "float16", env, 0.2) == {
         "error": "timed out after 0.2 s"}
+
+
+def test_helion_race_round_spread_from_the_recorded_race(bench_helion):
+    """The summary's round spread: per problem and config, the median of |round / median - 1| over the rounds the
+    session-13 race recorded on the H200."""
+    import numpy as np
+
+    path = Path(__file__).resolve().parents[1] / "scripts/results/bench_helion-h200-2026-12-01-s13.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    spread = bench_helion.summarise(rows)["model"]["round_spread"]
+    assert len(spread) == len(rows)
+    for r in rows:
+        got = next(v for k, v in spread.items() if k.startswith(r["kernel"] + " "))
+        for who, v in r["latency_rounds_ms"].items():
+            v = np.array(v)
+            assert got[who] == pytest.approx(float(np.median(np.abs(v / np.median(v) - 1))))

@@ -58,7 +58,8 @@ VERIFY_ROUNDS = 3  # rounds of the re-timing, in alternating order: their median
 # 3 rounds x 4 finalists x ~85 ms, some 1 s (an estimate: tests/test_helion_tune.py's GPU test measures it)
 VERIFY_MS = 40
 # the default stays unless a finalist beats it by more: one steady do_bench of a 5-15 us kernel on the H200 varies
-# by a median 1-4% between rounds (race of session 13: the default's and Helion quick's six rounds per kernel)
+# by a median 0.8-3.8% between rounds (race of session 13: the default's and Helion quick's six rounds; bench_helion.py
+# --summarise, round_spread)
 TOLERANCE = 0.03
 
 
