@@ -228,3 +228,55 @@ def test_helion_race_round_spread_from_the_recorded_race(bench_helion):
         for who, v in r["latency_rounds_ms"].items():
             v = np.array(v)
             assert got[who] == pytest.approx(float(np.median(np.abs(v / np.median(v) - 1))))
+
+
+# --- bench_tune.py (issue 16's race): the tune's pick raced against the sweep's fastest ---------------------------
+
+@pytest.fixture(scope="module")
+def bench_tune():
+    import importlib.util
+
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_tune", SCRIPTS / "bench_tune.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        yield mod
+    finally:
+        sys.path.remove(str(SCRIPTS))
+
+
+class _Rounds:
+    """A replay of one recorded group whose answers carry which round and place they came from: the race must give
+    each config its own times, whatever order a round measured them in."""
+
+    def __init__(self, replay):
+        self.replay, self.orders = replay, []
+
+    def measure(self, family, problem, dtype, configs):
+        self.orders.append([json.dumps(c, sort_keys=True) for c in configs])
+        return self.replay.measure(family, problem, dtype, configs)
+
+
+def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick(bench_tune):
+    import pyarrow.compute as pc
+
+    from costmodel import dataset
+    from costmodel.benchmark import ReplayBenchmarker
+
+    table = dataset.read(ROOT / "data", ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms",
+                                         "eager_ms", "exhaustive", "group_id"])
+    rows = [r for r in table.to_pylist() if r["kernel"] == "rmsnorm" and r["exhaustive"] and r["status"] == "ok"]
+    group = sorted((r for r in rows if r["group_id"] == rows[0]["group_id"]), key=lambda r: r["latency_ms"])
+    table = table.filter(pc.equal(table["group_id"], rows[0]["group_id"]))  # one kernel hash: one row per config
+    problem, dtype = json.loads(group[0]["problem_json"]), group[0]["dtype"]
+    bench = _Rounds(ReplayBenchmarker(table))
+    configs = [json.loads(r["config_json"]) for r in group[:5]]
+    ms = bench_tune.race("rmsnorm", problem, dtype, configs, bench, rounds=4)  # an even count: a mix-up shows
+    assert ms == [r["latency_ms"] for r in group[:5]]
+    assert bench.orders[1] == bench.orders[0][::-1] and bench.orders[2] == bench.orders[0]
+    slow = json.loads(group[-1]["config_json"])
+    out = bench_tune.raced_score("rmsnorm", problem, dtype, slow, configs[:3] + [slow], bench)
+    assert out["raced_configs"][0] == slow and len(out["raced_configs"]) == 4  # the pick once, first
+    assert out["tune_score_raced"] == pytest.approx(group[0]["latency_ms"] / group[-1]["latency_ms"])
+    assert bench_tune.raced_score("rmsnorm", problem, dtype, configs[0], configs[:3], bench)["tune_score_raced"] == 1
