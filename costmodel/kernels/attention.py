@@ -140,8 +140,8 @@ class Attention(KernelFamily):
         Knob("BLOCK_M", (64, 128)),
         Knob("BLOCK_N", (32, 64, 128)),
         Knob("TMA", (0, 1)),
-        Knob("num_warps", (4, 8)),
-        Knob("num_stages", (2, 3, 4)),
+        Knob("num_warps", (4, 8), detail=True),
+        Knob("num_stages", (2, 3, 4), detail=True),
     )
     # the module text data/ holds its rows under (before the kernel hash)
     recorded_as = {"c83d6efb1db38449": ("02310c31d6714787",)}

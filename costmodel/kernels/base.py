@@ -42,6 +42,9 @@ class Knob:
     # for a knob added to a family later: the value its configs recorded before then ran with (the dataset reads
     # their missing column as this); None for a knob the family has always had
     absent: int | None = None
+    # a knob that tunes how a program runs its share of the work (warps, pipelining, program order), not how the work
+    # is cut: configs that differ only in such knobs are one structure, which collect --active's probe draws once
+    detail: bool = False
 
 
 def torch_dtype(dtype: str):
