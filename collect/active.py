@@ -1,7 +1,8 @@
 """Where to spend whole-space sweeps (issue 16): probe many candidate shapes cheaply, sweep where the model is wrong.
 
 A sweep of one matmul shape's valid space is a few thousand configs; a probe is at most 3k + 1: the model's top k,
-the best-ranked config of k structures the top k lack, k others drawn at random and the family default. What the probe measured says how wrong the model is on that shape:
+the best-ranked config of k structures the top k lack, k others drawn at random and the family default. What the
+probe measured says how wrong the model is on that shape:
 its regret, the best of the probe over the best of the top k (1 where the top k held the probe's best; 0.45 on the
 odd matmul issue 16 found, where a config outside the top 8 ran 2.2x faster). The shapes of lowest regret are
 swept; a sweep skips the pairs the probe measured (resume), and the group counts as measured over the whole space
@@ -23,30 +24,10 @@ from costmodel.kernels import get_family
 PROBE_K = 8
 
 
-def structure(fam, config: dict) -> tuple:
-    """How ``config`` cuts the work: its values of the family's knobs that are not ``detail`` knobs."""
-    return tuple((k.name, config[k.name]) for k in fam.knobs if not k.detail and k.name in config)
-
-
-def other_structures(fam, ranked: list[dict], top: list[dict], k: int) -> list[dict]:
-    """The model's best-ranked config of each of the next ``k`` structures the top configs do not have. A random
-    draw rarely reaches the structure a shape needs (issue 16's all-unaligned matmuls: 8 random configs beside the
-    top 8 gave every probe a regret of 1.0; the best of the next 8 structures found 0.82-0.94 on three of the four
-    that were then swept)."""
-    seen, out = {structure(fam, c) for c in top}, []
-    for c in ranked:
-        if len(out) == k:
-            break
-        if (s := structure(fam, c)) not in seen:
-            seen.add(s)
-            out.append(c)
-    return out
-
-
 def probe_plan(candidates: list[GroupPlan], cost_model, hw: HardwareRecord, k: int = PROBE_K,
                seed: int = 0) -> list[GroupPlan]:
     """Each candidate's group as a probe: the model's top ``k`` first (in its order), then the best-ranked config
-    of each of ``k`` other structures (``other_structures``), then ``k`` other valid configs drawn at random, then
+    of each of ``k`` other structures (``space.other_structures``), then ``k`` other valid configs drawn at random, then
     the default. Valid on ``hw``; ranked as on the model's GPU (under the interpreter ``hw`` is the interpreter's
     record, which no model is for)."""
     out = []
@@ -57,7 +38,10 @@ def probe_plan(candidates: list[GroupPlan], cost_model, hw: HardwareRecord, k: i
         order = model.rank(cost_model, rows)
         ranked = [valid[j] for j in order]
         top = ranked[:k]
-        others = other_structures(fam, ranked[k:], top, k)
+        # a random draw rarely reaches the structure a shape needs (issue 16's all-unaligned matmuls: 8 random
+        # configs beside the top 8 gave every probe a regret of 1.0; the best of the next 8 structures found
+        # 0.82-0.94 on three of the four then swept)
+        others = space.other_structures(fam, ranked[k:], top, k)
         rest = [c for c in ranked[k:] if c not in others]
         drawn = [rest[j] for j in np.random.default_rng([seed, i]).permutation(len(rest))[:k]]
         default = fam.default_config(g.problem, g.dtype, hw)

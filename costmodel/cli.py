@@ -481,7 +481,10 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--kernel", "family", required=True, help="kernel family (see `costmodel kernels`)")
 @click.option("--shape", required=True, help="problem dims, e.g. M=4096,N=4096,K=4096")
 @click.option("--dtype", default="float16", show_default=True)
-@click.option("-k", "k", default=8, show_default=True, help="configs to benchmark: the model's top k")
+@click.option("-k", "k", default=8, show_default=True, help="configs to benchmark first: the model's top k (less "
+              "--explore)")
+@click.option("--explore", default=None, type=int, help="of the k, how many go to the best-ranked config of other "
+              "structures (tiles, schedule) than the rest have [default: 3, fewer when k is small]")
 @click.option("--exhaustive", is_flag=True, help="also time the whole valid space, for comparison")
 @click.option("--budget-s", default=10.0, show_default=True, type=float,
               help="wall budget of the call: a second round (k more configs, re-ranked with the top k's "
@@ -497,8 +500,8 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--no-cache", is_flag=True, help="neither read nor write the result cache")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only, record, data, gpu, model_ref, no_cache,
-         as_json):
+def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, predict_only, record, data, gpu, model_ref,
+         no_cache, as_json):
     """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
     from costmodel.kernels import get_family
 
@@ -506,6 +509,8 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only,
     problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
     if k < 1:
         raise CostModelError("-k must be at least 1")
+    if explore is not None and not 0 <= explore < k:
+        raise CostModelError(f"--explore {explore}: from 0 to k - 1 ({k - 1})")
     if not budget_s >= 0:
         raise CostModelError("--budget-s must be a number of seconds >= 0")
     if objective not in ("eager", "graph"):
@@ -539,7 +544,8 @@ def tune(family, shape, dtype, k, exhaustive, budget_s, objective, predict_only,
     with IsolatedBenchmarker(hw, compile_workers=min(k + 1, 16)) as bench:
         since_start["benchmarker_up"] = _process_age_s()
         result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
-                              cache=None if no_cache else ResultCache(), budget_s=budget_s, objective=objective)
+                              cache=None if no_cache else ResultCache(), budget_s=budget_s, objective=objective,
+                              **({} if explore is None else {"explore": explore}))
         since_start["tuned"] = _process_age_s()
     since_start["benchmarker_down"] = _process_age_s()
     out = {**result.as_dict(), "since_start_s": since_start}

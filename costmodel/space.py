@@ -26,3 +26,32 @@ def sample(fam: KernelFamily, problem: Problem, dtype: str, hw: HardwareRecord, 
     rest = [c for c in valid if c != default]
     picked = [rest[i] for i in rng.permutation(len(rest))[: max(0, n - 1)]]
     return ([default] if default in valid else []) + picked
+
+
+def structure(fam: KernelFamily, config: Config) -> tuple:
+    """How ``config`` cuts the work: its values of the family's knobs that are not ``detail`` knobs (warps,
+    pipelining, program order)."""
+    return tuple((k.name, config[k.name]) for k in fam.knobs if not k.detail and k.name in config)
+
+
+def other_structures(fam: KernelFamily, ranked: list[Config], taken: list[Config], k: int) -> list[Config]:
+    """The best-ranked config (first in ``ranked``) of each of the first ``k`` structures ``taken`` lacks."""
+    seen, out = {structure(fam, c) for c in taken}, []
+    for c in ranked:
+        if len(out) == k:
+            break
+        if (s := structure(fam, c)) not in seen:
+            seen.add(s)
+            out.append(c)
+    return out
+
+
+def first_batch(fam: KernelFamily, ranked: list[Config], k: int, explore: int) -> list[Config]:
+    """``k`` configs to time first: the model's top ``k - explore``, then the best-ranked config of ``explore``
+    structures those lack, topped up in rank order where the space has fewer structures; in rank order."""
+    head = ranked[:max(0, k - explore)]
+    chosen = head + other_structures(fam, ranked[len(head):], head, explore)
+    picked = {config_key(c) for c in chosen}
+    chosen += [c for c in ranked[len(head):] if config_key(c) not in picked][:k - len(chosen)]
+    order = {config_key(c): i for i, c in enumerate(ranked)}
+    return sorted(chosen, key=lambda c: order[config_key(c)])

@@ -187,15 +187,18 @@ def sweep_added_knobs(family: str, problem: dict, dtype: str, hw, bench: Isolate
     return out
 
 
-def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, autotune: bool, bench: IsolatedBenchmarker,
-                    base_cache: str, scratch: str, reused: dict | None, declared: dict[str, list[int]]) -> dict:
+def measure_problem(family: str, problem: dict, dtype: str, hw, helion: bool, autotune: bool,
+                    bench: IsolatedBenchmarker, base_cache: str, scratch: str, reused: dict | None,
+                    declared: dict[str, list[int]]) -> dict:
     res, command_s = tune_in_new_process(family, problem, dtype, cold_triton_cache(base_cache, scratch))
     log(f"tuned in {res['wall_s']:.1f} s ({command_s:.1f} s the command): {res['best']['latency_ms']:.4f} ms "
         f"phases {json.dumps({k: round(v, 2) for k, v in res['phases_s'].items()})}")
     row = {"family": family, "problem": problem, "dtype": dtype, "candidates": res["candidates"],
            "tune_wall_s": res["wall_s"], "tune_command_s": command_s, "tune_compile_s": res["compile_s"],
            "tune_phases_s": res["phases_s"], "tune_since_start_s": res.get("since_start_s"),
-           "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"], "default_ms": res["default_latency_ms"]}
+           "tune_ms": res["best"]["latency_ms"], "tune_config": res["best"]["config"], "default_ms": res["default_latency_ms"],
+           "tune_first_round": res["predicted_rank"],
+           "tune_second_round": {k: res["second_round"].get(k) for k in ("ran", "configs", "reason", "disagreement")}}
     if reused:
         row.update({k: reused[k] for k in REUSED_FIELDS if k in reused}, sweep_reused_from=reused["date"])
         row.update(sweep_added_knobs(family, problem, dtype, hw, bench, reused, declared))

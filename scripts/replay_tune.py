@@ -1,6 +1,6 @@
 """tune() replayed on the shipped model's held-out groups, under several second-round settings (CPU).
 
-    python scripts/replay_tune.py [--data data] [--settings top8,0.0:1.5,0.5:1.3,always] [--out F]
+    python scripts/replay_tune.py [--data data] [--settings top8,0.0:1.5,0.5:1.3,always] [--explore 0,2] [--out F]
 
 For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
 configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `top8`
@@ -41,7 +41,7 @@ def _figures(r: np.ndarray) -> dict:
             "min": round(float(r.min()), 4)} if len(r) else {"groups": 0}
 
 
-def replay(t: pa.Table, cm, setting: str) -> dict:
+def replay(t: pa.Table, cm, setting: str, explore: int = 0) -> dict:
     budget, rho, spread = None, tune_mod.RHO_MIN, tune_mod.SPREAD_MAX
     if setting == "top8":
         budget = 0.0
@@ -58,14 +58,15 @@ def replay(t: pa.Table, cm, setting: str) -> dict:
             bench = ReplayBenchmarker(g)
             res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu],
                                 configs=bench.recorded_configs(family, problem, dtype), budget_s=budget,
-                                objective="graph")  # GPU time, as the recorded best is
+                                objective="graph", explore=explore)  # GPU time, as the recorded best is
             ratios.append(best / res.best["latency_ms"])
             swept.append(exhaustive)
             second += bool(res.second_round.get("ran"))
     finally:
         tune_mod.RHO_MIN, tune_mod.SPREAD_MAX = saved
     r, swept = np.array(ratios), np.array(swept, bool)
-    return {"setting": setting, "second_rounds": second, **_figures(r), "exhaustive": _figures(r[swept]),
+    return {"setting": setting, "explore": explore, "second_rounds": second, **_figures(r),
+            "exhaustive": _figures(r[swept]),
             "sampled": _figures(r[~swept])}
 
 
@@ -73,12 +74,15 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="data")
     ap.add_argument("--settings", default="top8,0.0:1.5,0.5:1.3,always")
+    ap.add_argument("--explore", default="0", help="first-round slots given to other structures (tuner.tune "
+                    "EXPLORE), comma-separated: each setting runs at each")
     ap.add_argument("--out", type=Path)
     args = ap.parse_args()
     cm = model.load_shipped("nvidia-h200")
     t = dataset.read(args.data)
     t = t.filter(pc.is_in(t["group_id"], pa.array(cm.meta["heldout"]["groups"])))
-    result = {"rows": t.num_rows, "results": [replay(t, cm, s) for s in args.settings.split(",")]}
+    result = {"rows": t.num_rows, "results": [replay(t, cm, s, int(e)) for e in args.explore.split(",")
+                                              for s in args.settings.split(",")]}
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

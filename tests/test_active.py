@@ -58,8 +58,8 @@ def test_probe_holds_the_models_top_k_other_structures_random_others_and_the_def
         # a family with few structures has fewer to offer)
         firsts = {}  # each structure's best-ranked config, structures in the order they first rank
         for c in ranked:
-            firsts.setdefault(active.structure(fam, c), c)
-        top_shapes = {active.structure(fam, c) for c in ranked[:k]}
+            firsts.setdefault(space.structure(fam, c), c)
+        top_shapes = {space.structure(fam, c) for c in ranked[:k]}
         others = [c for s_, c in firsts.items() if s_ not in top_shapes][:k]
         assert list(p.configs[k:k + len(others)]) == others and others
         assert len(keys) == len(set(keys)) and 2 * k + len(others) <= len(keys) <= 2 * k + len(others) + 1

@@ -30,6 +30,12 @@ BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts o
 # close), or fewer than half ran. Measured on the 91 held-out H200 groups (scripts/replay_tune.py, k=8): with
 # (0.5, 1.3) a second round runs on 64 and tune reaches 0.9927 of the recorded best (geomean), against 0.9929
 # when it always runs, 0.9887 with (0.0, 1.5) (32 run) and 0.9878 with none
+# of the first round's k configs, how many go to the best-ranked config of structures the model's top k - EXPLORE
+# lack (space.first_batch): a model's top 8 is often one structure's warps and stages (on an unaligned matmul, stage
+# counts that compile to the same loop). On the shipped model's 93 whole-space held-out groups (scripts/replay_tune.py
+# --explore 0,2,3,4, second round at RHO_MIN/SPREAD_MAX): 0.9927 / 0.9931 / 0.9949 / 0.9946 of the best (geomean),
+# p10 0.9786 / 0.9795 / 0.9956 / 0.9846
+EXPLORE = 3
 RHO_MIN = 0.5
 SPREAD_MAX = 1.3
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows
@@ -245,14 +251,15 @@ def _plan(disagree: dict, batch: list[Config], first_s: float, n_first: int, fin
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
          configs: list[Config] | None = None, budget_s: float | None = BUDGET_S,
-         objective: str = "eager") -> TuneResult:
+         objective: str = "eager", explore: int | None = None) -> TuneResult:
     """Tune one problem on the current GPU (or ``hw`` with a replay benchmarker). ``cost_model`` defaults to
     the shipped model for the GPU; ``configs`` restricts the candidates (default: the whole valid space; a
     replay can only answer for recorded ones); ``budget_s`` bounds the whole call's wall time for deciding on
-    a second round (None: no bound); ``objective`` is the time configs are judged by (``objective_ms``); the
-    result is cached unless ``exhaustive``. The model ranks by GPU time either way (its training data has no eager
-    times yet); with launches of 5-11 us (BENCHMARKS, issue 15) the two orders part only for the smallest kernels,
-    where the finalists' eager timing decides."""
+    a second round (None: no bound); ``explore`` (default EXPLORE, at most k // 2) first-round slots go to the
+    best-ranked config of structures the rest lack; ``objective`` is the time configs are judged by
+    (``objective_ms``); the result is cached unless ``exhaustive``. The model ranks by GPU time either way (its
+    training data has no eager times yet); with launches of 5-11 us (BENCHMARKS, issue 15) the two orders part only
+    for the smallest kernels, where the finalists' eager timing decides."""
     import triton
 
     from costmodel import model
@@ -272,7 +279,8 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     ranked, table, scores = _scored(family, problem, dtype, hw, cost_model, configs)
     t_ranked = time.perf_counter()
     default = fam.default_config(problem, dtype, hw)
-    top = ranked[:k]
+    explore = min(EXPLORE, k // 2) if explore is None else explore  # a small k stays mostly the model's top
+    top = space.first_batch(fam, ranked, k, explore)
     extra = [] if default in top or default not in ranked else [default]
     compile_wait_s = compile_ahead(bench, family, problem, dtype, top + extra)
     t_compiled = time.perf_counter()
@@ -303,6 +311,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     medians = _median_by_config(timed_finalists, objective)
     best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
     exhaustive_best = None
+    rank_of = {canonical_json(c): i + 1 for i, c in enumerate(ranked)}
     all_ms = first + second + again
     if exhaustive:
         everything = bench.measure(family, problem, dtype, ranked)
@@ -320,8 +329,9 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first + second)),
         phases_s={"rank": t_ranked - t0, "compile": compile_wait_s, "time": t_measured - t_compiled,
                   "second": t_second - t_measured, "finalists": t_finalists - t_second},
-        predicted_rank=[{"rank": i + 1, "config": m.config, "status": m.status, "latency_ms": objective_ms(m, objective),
-                         "graph_ms": m.latency_ms, "eager_ms": m.eager_ms} for i, m in enumerate(first[: len(top)])],
+        predicted_rank=[{"rank": rank_of[canonical_json(m.config)], "config": m.config, "status": m.status,
+                         "latency_ms": objective_ms(m, objective), "graph_ms": m.latency_ms, "eager_ms": m.eager_ms}
+                        for m in first[: len(top)]],
         exhaustive_best_ms=exhaustive_best,
         second_round={"ran": ran, "configs": len(second), "reason": why, "disagreement": disagree,
                       "best_ms": min(ok_second) if ok_second else None,
