@@ -156,7 +156,8 @@ def test_kernel_hash_ignores_docstrings_comments_and_layout_not_kernel_edits(on_
     assert "first_pid_m = group_id * GROUP_M" in src
     kernel = _family_from(on_path, "mm_kernel", src.replace("first_pid_m = group_id * GROUP_M",
                                                             "first_pid_m = GROUP_M * group_id"))
-    knob = _family_from(on_path, "mm_knob", src.replace('Knob("GROUP_M", (1, 8))', 'Knob("GROUP_M", (1, 4, 8))'))
+    assert 'Knob("GROUP_M", (1, 8)' in src
+    knob = _family_from(on_path, "mm_knob", src.replace('Knob("GROUP_M", (1, 8)', 'Knob("GROUP_M", (1, 4, 8)'))
     assert len({today.kernel_hash, kernel.kernel_hash, knob.kernel_hash}) == 3, "a kernel or knob edit kept the hash"
     assert kernel.group_hashes[0] == kernel.kernel_hash and today.kernel_hash not in kernel.group_hashes
     assert not set(today.recorded_as[today.kernel_hash]) & set(kernel.group_hashes), \

@@ -112,18 +112,23 @@ def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_pat
 
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
 
-@pytest.fixture(scope="module")
-def bench_helion():
+def _script_module(name: str):
+    """scripts/<name>.py imported as a module, scripts/ first on sys.path while it loads (its `import benchlib`)."""
     import importlib.util
 
-    sys.path.insert(0, str(SCRIPTS))  # its `import benchlib`
+    sys.path.insert(0, str(SCRIPTS))
     try:
-        spec = importlib.util.spec_from_file_location("bench_helion", SCRIPTS / "bench_helion.py")
+        spec = importlib.util.spec_from_file_location(name, SCRIPTS / f"{name}.py")
         mod = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(mod)
-        yield mod
+        return mod
     finally:
         sys.path.remove(str(SCRIPTS))
+
+
+@pytest.fixture(scope="module")
+def bench_helion():
+    return _script_module("bench_helion")
 
 
 def _recorded_rows(columns):
@@ -234,16 +239,7 @@ def test_helion_race_round_spread_from_the_recorded_race(bench_helion):
 
 @pytest.fixture(scope="module")
 def bench_tune():
-    import importlib.util
-
-    sys.path.insert(0, str(SCRIPTS))
-    try:
-        spec = importlib.util.spec_from_file_location("bench_tune", SCRIPTS / "bench_tune.py")
-        mod = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(mod)
-        yield mod
-    finally:
-        sys.path.remove(str(SCRIPTS))
+    return _script_module("bench_tune")
 
 
 class _Rounds:

@@ -229,9 +229,9 @@ def pipelined_loads(c: Cols):
     Triton pipelines only loads it can vectorise: TMA's, or pointer loads along a row stride it knows to be a
     multiple of 16 elements (A's is K, B's is N: the int specialisation). Otherwise an operand's tile is loaded
     through registers each step and ``num_stages`` buys nothing. Measured on the data's pointer-load matmul groups
-    (session 14): with K and N both unaligned, num_stages=2 is within 0.3% of the config's best stage count
-    (median; 1.23-1.39x off when both are aligned), and the compiled kernels' shared memory and registers are the
-    same at every stage count, 255 registers with spills at 128x256x128."""
+    (session 14, scripts/pipelined_loads.py): with K and N both unaligned, num_stages=2 is within 0.2% of the
+    config's best stage count (median; 1.23-1.39x off when both are aligned), and the compiled kernels' shared memory
+    and registers are the same at every stage count, 255 registers with spills at 128x256x128."""
     tma = c["TMA"] > 0
     return tma | (np.mod(c["K"], 16) == 0), tma | (np.mod(c["N"], 16) == 0)
 
