@@ -1,8 +1,8 @@
 """What num_stages buys a pointer-load matmul config, by whether Triton can pipeline its operands' loads (CPU, the
 recorded H200 rows of today's kernel): the time at num_stages=2 over the same config's best stage count, and the
 compiled kernels' shared memory, registers and spills at each stage count (128x256 tiles, 8 warps, persistent).
-Operands are aligned when their row stride is a multiple of 16 elements (A's is K, B's is N), what
-`matmul.pipelined_loads` encodes.
+Operands are aligned when their row stride is a multiple of 16 elements (A's is K, B's is N): Triton
+specialises int arguments on that, and vectorises, and so pipelines, only loads along such a stride.
 
     .venv/bin/python scripts/pipelined_loads.py [--data data] [--out F]
 """

@@ -224,18 +224,6 @@ def tma_ok(c: Cols):
     return (np.mod(c["K"] * c["e"], 16) == 0) & (np.mod(c["N"] * c["e"], 16) == 0)
 
 
-def pipelined_loads(c: Cols):
-    """Whether A's and B's loads are pipelined (copied asynchronously into ``num_stages`` shared-memory buffers).
-    Triton pipelines only loads it can vectorise: TMA's, or pointer loads along a row stride it knows to be a
-    multiple of 16 elements (A's is K, B's is N: the int specialisation). Otherwise an operand's tile is loaded
-    through registers each step and ``num_stages`` buys nothing. Measured on the data's pointer-load matmul groups
-    (session 14, scripts/pipelined_loads.py): with K and N both unaligned, num_stages=2 is within 0.2% of the
-    config's best stage count (median; 1.23-1.39x off when both are aligned), and the compiled kernels' shared memory
-    and registers are the same at every stage count, 255 registers with spills at 128x256x128."""
-    tma = c["TMA"] > 0
-    return tma | (np.mod(c["K"], 16) == 0), tma | (np.mod(c["N"], 16) == 0)
-
-
 def tail_split(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int]:
     """``split_of`` for one config: what the launcher splits."""
     c = {"M": problem["M"], "N": problem["N"], "K": problem["K"], **config, "sm_count": hw.sm_count}
@@ -382,12 +370,11 @@ class Matmul(KernelFamily):
         threads = 32 * c["num_warps"]
         acc = bm * bn / threads
         smem = smem_of(c)
-        a_step, b_step = bm * bk, bk * bn  # elements of A and B loaded per loop step
-        pipe_a, pipe_b = pipelined_loads(c)
-        # fp32 accumulator plus one stage of operand fragments (two half-precision values a register), plus the
-        # tile of each operand whose loads are not pipelined: it passes through registers on its way to shared memory
-        need = 32 + acc + (bm + bn) * bk * e / 4 / threads + (a_step * ~pipe_a + b_step * ~pipe_b) * e / 4 / threads
-        regs = np.minimum(255.0, need)
+        # fp32 accumulator plus one stage of operand fragments (two half-precision values a register). Unpipelined
+        # loads (scripts/pipelined_loads.py: a row stride Triton does not know to be a multiple of 16) stage their
+        # tiles through registers too; counting them, with a share-of-pipelined-loads feature, ranked no better
+        # (session 14: held-out matmul top-8 0.977 against 0.989 without; BENCHMARKS), so they are not counted
+        regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
         pad_rows, pad_cols, pad_loop = np.ceil(M / bm) * bm / M, np.ceil(N / bn) * bn / N, np.ceil(K / bk) * bk / K
         splitting = (c["SPLIT_TAIL"] > 0) & (split_tiles > 0)
         return {
@@ -408,8 +395,6 @@ class Matmul(KernelFamily):
             "flops": self.flops(c),
             "min_bytes": _bytes(c),
             "tma_ok": tma_ok(c) * 1.0,
-            "pipelined": (a_step * pipe_a + b_step * pipe_b) / (a_step + b_step),
-            "reg_pressure": need / 255.0,
         }
 
     def flops(self, problem: Problem) -> float:
