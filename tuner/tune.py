@@ -24,18 +24,18 @@ from tuner.cache import ResultCache
 FINALISTS = 3
 ROUNDS = 3
 BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts only if it fits
-# the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
-# order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
-# top-k that ran is over SPREAD_MAX times the fastest (a model that knows the problem's region keeps its top-k
-# close), or fewer than half ran. Measured on the 91 held-out H200 groups (scripts/replay_tune.py, k=8): with
-# (0.5, 1.3) a second round runs on 64 and tune reaches 0.9927 of the recorded best (geomean), against 0.9929
-# when it always runs, 0.9887 with (0.0, 1.5) (32 run) and 0.9878 with none
 # of the first round's k configs, how many go to the best-ranked config of structures the model's top k - EXPLORE
 # lack (space.first_batch): a model's top 8 is often one structure's warps and stages. On the shipped model's 93
 # whole-space held-out groups (scripts/replay_tune.py --explore 0,2,3,4) it does not pay: with no second round (what a
 # live tune within its 10 s gets) 0.9937 of the best at 0 against 0.9915 / 0.9910 / 0.9907, and with one 0.9952
 # against 0.9942 / 0.9948 / 0.9947. It paid with a weaker model (session 14: 0.9927 -> 0.9949), so it stays a choice
 EXPLORE = 0
+# the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
+# order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
+# top-k that ran is over SPREAD_MAX times the fastest (a model that knows the problem's region keeps its top-k
+# close), or fewer than half ran. Measured on the 91 held-out H200 groups (scripts/replay_tune.py, k=8): with
+# (0.5, 1.3) a second round runs on 64 and tune reaches 0.9927 of the recorded best (geomean), against 0.9929
+# when it always runs, 0.9887 with (0.0, 1.5) (32 run) and 0.9878 with none
 RHO_MIN = 0.5
 SPREAD_MAX = 1.3
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows

@@ -43,7 +43,8 @@ class Knob:
     # their missing column as this); None for a knob the family has always had
     absent: int | None = None
     # a knob that tunes how a program runs its share of the work (warps, pipelining, program order), not how the work
-    # is cut: configs that differ only in such knobs are one structure, which collect --active's probe draws once
+    # is cut: configs that differ only in such knobs are one structure (space.structure), which collect --active's
+    # probe and tune's explore draw once
     detail: bool = False
 
 
