@@ -21,9 +21,9 @@ from costmodel import evaluation, features, model
 from costmodel.evaluation import Split, geomean
 
 
-def folds_of(table, kind: str, folds: int) -> list[Split]:
-    """The kind's shapes with a whole-space group, dealt round-robin in shape-key order into ``folds`` splits."""
-    info = evaluation.group_info(table)
+def folds_of(info, kind: str, folds: int) -> list[Split]:
+    """The kind's shapes with a whole-space group (``info``: evaluation.group_info), dealt round-robin in shape-key
+    order into ``folds`` splits."""
     shapes, shape = evaluation.shape_codes(info)
     ids = np.asarray(info["group_id"].to_pylist())
     exhaustive = np.asarray(info["exhaustive"].to_pylist(), bool)
@@ -47,10 +47,10 @@ def folds_of(table, kind: str, folds: int) -> list[Split]:
 def main(data: str, kind: str, folds: int, seed: int, as_json: bool) -> None:
     table, gpu = model.training_table(data)
     params = dataclasses.replace(model.FAST, seed=seed)
-    info = evaluation.group_info(table).to_pylist()
-    names = {r["group_id"]: (json.loads(r["problem_json"]), r["dtype"]) for r in info}
+    info = evaluation.group_info(table)
+    names = {r["group_id"]: (json.loads(r["problem_json"]), r["dtype"]) for r in info.to_pylist()}
     groups = []
-    for split in folds_of(table, kind, folds):
+    for split in folds_of(info, kind, folds):
         print(f"fold {split.rule['fold']}: {len(split.test)} whole-space groups held out", file=sys.stderr, flush=True)
         _, _, ev = evaluation.run_split(table, split, gpu, params)
         groups += [{"problem": names[g.group_id][0], "dtype": names[g.group_id][1], "fold": split.rule["fold"],

@@ -33,16 +33,16 @@ def rows(data: str) -> pd.DataFrame:
 
 
 def stage_two_over_best(t: pd.DataFrame) -> list[dict]:
-    t = t.assign(rest=t.config_json.map(lambda s: json.dumps({k: v for k, v in json.loads(s).items()
-                                                                if k != "num_stages"}, sort_keys=True)))
-    out = []
-    for (_, _), g in t.groupby(["group_id", "rest"]):
-        if len(g) > 1 and (g.cfg_num_stages == 2).any():
-            out.append({"operands": g.operands.iloc[0], "BLOCK_K": int(g.cfg_BLOCK_K.iloc[0]),
-                        "ratio": float(g[g.cfg_num_stages == 2].latency_ms.iloc[0] / g.latency_ms.min())})
-    d = pd.DataFrame(out).groupby(["operands", "BLOCK_K"]).ratio
-    return [{"operands": k[0], "BLOCK_K": k[1], "configs": int(n), "median": round(float(m), 4),
-             "max": round(float(x), 4)} for (k, n), m, x in zip(d.size().items(), d.median(), d.max())]
+    """Per operand alignment and BLOCK_K: a config's time at num_stages=2 over its best stage count (configs timed
+    at more than one stage count, 2 among them)."""
+    rest = t.config_json.map(lambda s: json.dumps({k: v for k, v in json.loads(s).items() if k != "num_stages"},
+                                                  sort_keys=True))
+    twins = t.groupby([t.group_id, rest]).latency_ms
+    t = t.assign(best=twins.transform("min"), twins=twins.transform("size"))
+    two = t[(t.cfg_num_stages == 2) & (t.twins > 1)]
+    d = (two.latency_ms / two.best).groupby([two.operands, two.cfg_BLOCK_K.astype(int)]).agg(["size", "median", "max"])
+    return [{"operands": k[0], "BLOCK_K": k[1], "configs": int(r["size"]), "median": round(float(r["median"]), 4),
+             "max": round(float(r["max"]), 4)} for k, r in d.iterrows()]
 
 
 def compiled(t: pd.DataFrame) -> list[dict]:
