@@ -42,8 +42,10 @@ SPLITS = ("heldout", "dissimilar", "family", "kind")
 # one). A hash, not a draw over the current group list, keeps a shape's side fixed as the dataset grows (see
 # tracking's champion rule)
 HELDOUT_SHARE = 0.15
-HELDOUT_SHARE_EXHAUSTIVE = 0.75  # a shape with a group measured over the whole space has complete ground truth:
-# prefer it for evaluation
+HELDOUT_SHARE_EXHAUSTIVE = 0.5  # a shape with a group measured over the whole space has complete ground truth:
+# prefer it for evaluation. 0.75 until session 15; with 135 such shapes, 0.75 trained the shipped model on 5 of
+# the 31 whole-space matmul groups of the kind it ranks worst (no dim a multiple of 16), and half still holds out
+# 60 or more whole-space groups
 
 
 @dataclass(frozen=True)

@@ -25,11 +25,12 @@ FINALISTS = 3
 ROUNDS = 3
 BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts only if it fits
 # of the first round's k configs, how many go to the best-ranked config of structures the model's top k - EXPLORE
-# lack (space.first_batch): a model's top 8 is often one structure's warps and stages. On the shipped model's 93
-# whole-space held-out groups (scripts/replay_tune.py --explore 0,2,3,4) it does not pay: with no second round (what a
-# live tune within its 10 s gets) 0.9937 of the best at 0 against 0.9915 / 0.9910 / 0.9907, and with one 0.9952
-# against 0.9942 / 0.9948 / 0.9947. It paid with a weaker model (session 14: 0.9927 -> 0.9949), so it stays a choice
-EXPLORE = 0
+# lack (space.first_batch): a model's top 8 is often one structure's warps and stages, and on shapes unlike its data
+# the best structure ranks 16-80th (session 15's new whole-space groups, no dim a multiple of 16). Replayed with
+# the session 14 model on the 109 whole-space groups it never saw (its 93 held-out and session 15's 16 new ones;
+# scripts/replay_tune.py), first round only: 0.9854 of the best at 0, 0.9871 at 4, 0.9868 at 6; with a second
+# round 0.9875 / 0.9907 / 0.9911. It had not paid on the 93 alone (session 14: 0.9937 at 0, 0.9910 at 3)
+EXPLORE = 4
 # the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
 # order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
 # top-k that ran is over SPREAD_MAX times the fastest (a model that knows the problem's region keeps its top-k
