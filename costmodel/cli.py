@@ -484,7 +484,7 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("-k", "k", default=8, show_default=True, help="configs to benchmark first: the model's top k (less "
               "--explore)")
 @click.option("--explore", default=None, type=int, help="of the k, how many go to the best-ranked config of other "
-              "structures (tiles, schedule) than the rest have [default: 0]")
+              "structures (tiles, schedule) than the rest have [default: 4, at most k // 2]")
 @click.option("--exhaustive", is_flag=True, help="also time the whole valid space, for comparison")
 @click.option("--budget-s", default=10.0, show_default=True, type=float,
               help="wall budget of the call: a second round (k more configs, re-ranked with the top k's "

@@ -1,7 +1,10 @@
-"""tune() replayed on the shipped model's held-out groups, under several second-round settings (CPU).
+"""tune() replayed on a model's held-out groups, under several second-round settings (CPU).
 
-    python scripts/replay_tune.py [--data data] [--settings top8,0.0:1.5,0.5:1.3,always] [--explore 0,2] [--out F]
+    python scripts/replay_tune.py [--data data] [--model DIR] [--newer] [--settings top8,0.0:1.5,0.5:1.3,always]
+        [--explore 0,2] [--out F]
 
+--model: a model directory (default the shipped model; an older one: `git archive REV costmodel/models/SLUG | tar x`).
+--newer: also the groups every row of which was recorded after the model was created (data it cannot have seen).
 For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
 configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `top8`
 (no second round: budget 0) or `always` (a second round whenever configs are left). Configs are judged by GPU time
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +74,13 @@ def replay(t: pa.Table, cm, setting: str, explore: int = 0) -> dict:
             "sampled": _figures(r[~swept])}
 
 
+def newer_groups(t: pa.Table, created: str) -> set[str]:
+    """Groups whose first row was recorded after ``created`` (ISO time): a model created then never trained on them."""
+    first = t.group_by("group_id").aggregate([("ts", "min")])
+    after = pc.greater(first["ts_min"], pa.scalar(datetime.fromisoformat(created), first["ts_min"].type))
+    return set(first.filter(after)["group_id"].to_pylist())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="data")
@@ -77,11 +88,17 @@ def main() -> int:
     ap.add_argument("--explore", default="0", help="first-round slots given to other structures (tuner.tune "
                     "EXPLORE), comma-separated: each setting runs at each")
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--model", default=None, help="model directory (default: the shipped H200 model)")
+    ap.add_argument("--newer", action="store_true", help="also the groups recorded wholly after the model was created")
     args = ap.parse_args()
-    cm = model.load_shipped("nvidia-h200")
+    cm = model.load(args.model or "nvidia-h200", gpu="nvidia-h200")
     t = dataset.read(args.data)
-    t = t.filter(pc.is_in(t["group_id"], pa.array(cm.meta["heldout"]["groups"])))
-    result = {"rows": t.num_rows, "results": [replay(t, cm, s, int(e)) for e in args.explore.split(",")
+    unseen = set(cm.meta["heldout"]["groups"])
+    if args.newer:
+        unseen |= newer_groups(t, cm.meta["created"])
+    t = t.filter(pc.is_in(t["group_id"], pa.array(sorted(unseen))))
+    result = {"model_created": cm.meta["created"], "model_data_hash": cm.meta["data"]["hash"], "newer": args.newer,
+              "rows": t.num_rows, "results": [replay(t, cm, s, int(e)) for e in args.explore.split(",")
                                               for s in args.settings.split(",")]}
     text = json.dumps(result, indent=1)
     print(text)
