@@ -276,3 +276,23 @@ def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick(bench_tune)
     assert out["raced_configs"][0] == slow and len(out["raced_configs"]) == 4  # the pick once, first
     assert out["tune_score_raced"] == pytest.approx(group[0]["latency_ms"] / group[-1]["latency_ms"])
     assert bench_tune.raced_score("rmsnorm", problem, dtype, configs[0], configs[:3], bench)["tune_score_raced"] == 1
+
+
+def test_replay_tune_newer_groups_are_those_first_recorded_after_the_model():
+    """replay_tune.py --newer: a group counts as unseen by a model only when its first row came after the model."""
+    import pyarrow.compute as pc
+
+    from costmodel import dataset
+
+    replay_tune = _script_module("replay_tune")
+    table = dataset.read(ROOT / "data", ["group_id", "ts"])
+    first = {}
+    for g, ts in zip(table["group_id"].to_pylist(), table["ts"].to_pylist()):
+        first[g] = min(first.get(g, ts), ts)
+    times = sorted(set(first.values()))
+    cut = times[len(times) // 2]  # a real row's time: the group first recorded then is not newer
+    newer = replay_tune.newer_groups(table, cut.isoformat())
+    assert newer == {g for g, ts in first.items() if ts > cut}
+    assert 0 < len(newer) < len(first)
+    assert replay_tune.newer_groups(table, (times[-1]).isoformat()) == set()
+    assert pc.count_distinct(table["group_id"]).as_py() == len(replay_tune.newer_groups(table, "2000-01-01T00:00:00+00:00"))
