@@ -296,3 +296,29 @@ def test_replay_tune_newer_groups_are_those_first_recorded_after_the_model():
     assert 0 < len(newer) < len(first)
     assert replay_tune.newer_groups(table, (times[-1]).isoformat()) == set()
     assert pc.count_distinct(table["group_id"]).as_py() == len(replay_tune.newer_groups(table, "2000-01-01T00:00:00+00:00"))
+
+
+def test_probe_vs_sweep_reads_every_collect_object_and_the_whole_space_figures():
+    """probe_vs_sweep.py: device_job.sh's collect.json (objects one after another) read whole, and the model's top-1,
+    top-8 and best rank over a recorded whole-space group agree with its own order."""
+    import numpy as np
+
+    from costmodel import dataset, features, model
+
+    mod = _script_module("probe_vs_sweep")
+    objs = mod.collect_outputs(str(SCRIPTS / "results" / "collect-h200-2026-12-01-s15a.json"))
+    assert len(objs) == 2 and all(o["active"]["regrets"] for o in objs)  # the plan's two collects
+    table = dataset.read(ROOT / "data", ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms",
+                                         "exhaustive", "group_id"])
+    rows = [r for r in table.to_pylist() if r["kernel"] == "rmsnorm" and r["exhaustive"] and r["status"] == "ok"]
+    group = [r for r in rows if r["group_id"] == rows[0]["group_id"]]
+    problem, dtype = json.loads(group[0]["problem_json"]), group[0]["dtype"]
+    cm = model.load_shipped("nvidia-h200")
+    out = mod.whole_space_figures(cm, "rmsnorm", group, problem, dtype)
+    lat = np.array([r["latency_ms"] for r in group])
+    order = model.rank(cm, features.candidates_table("rmsnorm", problem, dtype,
+                                                     [json.loads(r["config_json"]) for r in group], cm.hardware))
+    assert out["configs"] == len(group)
+    assert out["top1"] == pytest.approx(lat.min() / lat[order[0]])
+    assert out["top8"] == pytest.approx(lat.min() / lat[np.asarray(order[:8])].min()) and out["top8"] >= out["top1"]
+    assert lat[order[out["best_rank"] - 1]] == lat.min()
