@@ -96,7 +96,7 @@ def test_a_measurement_taken_again_stays_on_disk_and_the_first_reads(tmp_path):
                                      __import__("numpy").random.default_rng(0))), False)
     from costmodel.hardware import INTERPRETER  # interpreter timings are recorded as gpu=interpreter only
 
-    with IsolatedBenchmarker(INTERPRETER, device="cpu") as bench:
+    with IsolatedBenchmarker(INTERPRETER, device="cpu", eager=False) as bench:  # what bench_tune.py's sweeps run
         run_plan([g], tmp_path, bench, INTERPRETER, run_id="a")
         run_plan([g], tmp_path, bench, INTERPRETER, run_id="b")
     assert _raw(tmp_path).num_rows == 4

@@ -114,3 +114,19 @@ def test_bound_call_is_direct_and_right_when_called_again(kind):
         torch.cuda.synchronize()
         err = float((out.float() - ref).norm() / ref.norm())
         assert err <= fam.tolerance[dtype], (kind, dtype, config, err)
+
+
+def test_eager_timing_is_left_out_when_asked():
+    """IsolatedBenchmarker(eager=False) times a config's GPU time only (bench_tune.py's sweeps); by default it also
+    times its eager per-call time."""
+    from costmodel import hardware
+    from costmodel.benchmark import IsolatedBenchmarker
+    from costmodel.kernels import get_family
+
+    hw, problem = hardware.current(), {"M": 1000, "N": 4096}
+    config = get_family("rmsnorm").default_config(problem, "float16", hw)
+    for eager in (True, False):
+        with IsolatedBenchmarker(hw, compile_workers=2, eager=eager) as bench:
+            m = bench.measure("rmsnorm", problem, "float16", [config])[0]
+        assert m.ok and m.latency_ms > 0
+        assert (m.eager_ms is not None and m.eager_ms > 0) if eager else m.eager_ms is None
