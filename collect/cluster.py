@@ -375,7 +375,7 @@ def _compile_workers(dask_client, interpret: bool) -> dict[str, int]:
 
 def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *, run_id: str,
              resume: bool = False, seed: int = 0, console: Console | None = None, timeout_s: float = 30.0,
-             time_budget_s: float | None = None) -> dict:
+             time_budget_s: float | None = None, eager: bool = True) -> dict:
     """Measure ``plan`` as one Dask task per group on the cluster of ``dask_client``; returns the run's summary,
     also written as its manifest under ``out``."""
     from distributed import as_completed
@@ -384,7 +384,7 @@ def run_dask(plan: list[GroupPlan], out: str, hw: HardwareRecord, dask_client, *
     runner.check_hardware(hw, interpret)
     store = Store(out)
     items = runner.plan_work(plan, hw, store.measured_pairs if resume else None)
-    opts = {"timeout_s": timeout_s, "seed": seed}
+    opts = {"timeout_s": timeout_s, "seed": seed, "eager": eager}
     resources = None if interpret else {"GPU": 1}
     t0, state = time.perf_counter(), "complete"
     deadline = time.time() + time_budget_s if time_budget_s is not None else None

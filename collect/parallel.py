@@ -86,6 +86,7 @@ class WorkerOptions:
     flush_rows: int = 2000
     flush_s: float = 60.0
     deadline: float | None = None  # time.time() after which no group starts (--time-budget)
+    eager: bool = True  # also time each config's eager per-call time (collect --eager)
 
     def past_deadline(self) -> bool:
         return self.deadline is not None and time.time() > self.deadline
@@ -185,7 +186,7 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
     starved_s, measured_any = 0.0, False  # waiting for the parent with no group in hand, after the first group
     pace = runner.Pace()
     with IsolatedBenchmarker(hw, device=opts.device, timeout_s=opts.timeout_s, seed=opts.seed,
-                             compile_workers=opts.compile_workers) as bench:
+                             compile_workers=opts.compile_workers, eager=opts.eager) as bench:
         recorder = runner.GroupRecorder(bench, hw, run_id)
 
         def take(msg) -> None:
@@ -458,7 +459,7 @@ class _Collector:
 def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpus: list[str | None], *,
                  run_id: str, resume: bool = False, seed: int = 0, console: Console | None = None,
                  timeout_s: float = 30.0, compile_workers: int = 0, flush_rows: int = 2000, flush_s: float = 60.0,
-                 time_budget_s: float | None = None, lookahead: int = LOOKAHEAD) -> dict:
+                 time_budget_s: float | None = None, lookahead: int = LOOKAHEAD, eager: bool = True) -> dict:
     """Measure ``plan`` with one worker process per entry of ``gpus`` (a CUDA device id, or None for a CPU
     worker under the interpreter); returns the run's summary, also written as its manifest. ``compile_workers``
     is per worker (0: the cores but two, shared among the workers)."""
@@ -469,7 +470,7 @@ def run_parallel(plan: list[GroupPlan], out: str | Path, hw: HardwareRecord, gpu
     t0 = time.time()
     deadline = t0 + time_budget_s if time_budget_s is not None else None
     opts = WorkerOptions(device, timeout_s, seed, compile_workers or hardware.compile_workers(hardware.usable_cores(), len(gpus)), flush_rows,
-                         flush_s, deadline)
+                         flush_s, deadline, eager)
     state = "complete"
     with runner.CollectProgress(console, sum(len(w.todo) for w in items)) as view:
         c = _Collector(items, out, run_id, hw, gpus, opts, lookahead, view)

@@ -121,6 +121,8 @@ def _describe_plan(plan: list, gpu: str) -> None:
               help="only problems within this bound (repeatable; <, <=, ==, !=, >=, >, also on a remainder), e.g. --where 'M<=128' --where 'K%16!=0'")
 @click.option("--timeout", default=30.0, show_default=True, help="seconds a config may take before its worker is killed")
 @click.option("--time-budget", default=None, type=float, help="seconds: start no group that, at the pace of the groups measured so far, would end after them")
+@click.option("--eager/--no-eager", default=True, show_default=True, help="also time each config's eager per-call "
+              "time (tune's default objective; no model trains on it); --no-eager records GPU time only, faster")
 @click.option("--gpus", default=None, metavar="all|N",
               help="one worker process per GPU, all visible or the first N (N CPU workers under TRITON_INTERPRET=1)")
 @click.option("--dask", "dask_address", default=None, metavar="ADDRESS",
@@ -137,7 +139,7 @@ def _describe_plan(plan: list, gpu: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @handle_errors
 def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, seed, resume, bounds, timeout,
-            time_budget, gpus, dask_address, active, model_ref, complete, as_json):
+            time_budget, eager, gpus, dask_address, active, model_ref, complete, as_json):
     """Benchmark sampled configs of many problems on this GPU (or all of them, or a Dask cluster's) into the
     Parquet dataset."""
     from collect.plan import DimBound, check_bounds, make_plan
@@ -187,7 +189,7 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
             _check_where_left_problems(plan, names, bounds)
             summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: cluster.run_dask(
                 p, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                timeout_s=timeout, time_budget_s=budget))
+                timeout_s=timeout, time_budget_s=budget, eager=eager))
     else:
         workers = None
         if gpus:
@@ -212,9 +214,9 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
 
             summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_parallel(
                 p, out, hw, workers, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                timeout_s=timeout, time_budget_s=budget))
+                timeout_s=timeout, time_budget_s=budget, eager=eager))
         else:
-            with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed) as bench:
+            with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed, eager=eager) as bench:
                 summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_plan(
                     p, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
                     time_budget_s=budget))

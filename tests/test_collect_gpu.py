@@ -82,3 +82,17 @@ def test_a_kernel_that_never_ends_is_a_timeout_and_the_run_does_not_stall(tmp_pa
     else:
         print("the killed worker went: run went on")
         assert summary["state"] == "complete" and summary["counts"] == {**summary["counts"], "ok": 3, "timeout": 1}
+
+
+@pytest.mark.gpu
+def test_collect_no_eager_records_gpu_time_only(cli, tmp_path):
+    """`collect --no-eager` (faster whole-space sweeps): every row has its GPU time and no eager time; by default
+    both."""
+    for flag, has_eager in (("--eager", True), ("--no-eager", False)):
+        out = tmp_path / flag
+        code, _, err = cli("collect", "--kernel", "rmsnorm", "--groups", "1", "--configs-per-group", "3",
+                           "--exhaustive-share", "0", "--seed", "3", flag, "--out", str(out), "--json")
+        assert code == 0, err
+        rows = [r for r in dataset.read(out).to_pylist() if r["status"] == "ok"]
+        assert rows and all(r["latency_ms"] > 0 for r in rows)
+        assert all((r["eager_ms"] is not None) == has_eager for r in rows), rows
