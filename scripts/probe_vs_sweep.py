@@ -15,6 +15,7 @@ import json
 
 import click
 import numpy as np
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from costmodel import dataset, features, model
@@ -53,13 +54,14 @@ def whole_space_figures(cm, family: str, rows: list[dict], problem: dict, dtype:
 @click.option("--data", default="data", show_default=True)
 def main(outputs: tuple[str, ...], model_dir: str, data: str) -> None:
     cm = model.load(model_dir)
-    table = dataset.read(data, ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms", "exhaustive"])
-    table = table.filter(pc.equal(table["status"], "ok"))
     probe_of = {}
     for path in outputs:
         for obj in collect_outputs(path):
             for r in (obj.get("active") or {}).get("regrets", []):
                 probe_of[(r["family"], canonical_json(r["problem"]), r["dtype"])] = r["regret"]
+    table = dataset.read(data, ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms", "exhaustive"])
+    table = table.filter(pc.and_(pc.equal(table["status"], "ok"),
+                                 pc.is_in(table["problem_json"], pa.array(sorted({k[1] for k in probe_of})))))
     by_group: dict[tuple, list[dict]] = {}
     exhaustive = set()
     for r in table.to_pylist():

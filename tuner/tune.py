@@ -26,10 +26,11 @@ ROUNDS = 3
 BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts only if it fits
 # of the first round's k configs, how many go to the best-ranked config of structures the model's top k - EXPLORE
 # lack (space.first_batch): a model's top 8 is often one structure's warps and stages, and on shapes unlike its data
-# the best structure ranks 16-80th (session 15's new whole-space groups, no dim a multiple of 16). Replayed with
-# the session 14 model on the 109 whole-space groups it never saw (its 93 held-out and session 15's 16 new ones;
-# scripts/replay_tune.py), first round only: 0.9854 of the best at 0, 0.9871 at 4, 0.9868 at 6; with a second
-# round 0.9875 / 0.9907 / 0.9911. It had not paid on the 93 alone (session 14: 0.9937 at 0, 0.9910 at 3)
+# the best config ranked 16th-137th (the 7 of session 15's 16 new whole-space groups where the top 8 fell under 0.95;
+# scripts/probe_vs_sweep.py). Replayed (scripts/replay_tune.py, first round only) with the session 14 model on the
+# 109 whole-space groups it never saw: 0.9854 of the best at 0, 0.9871 at 4, 0.9868 at 6 (with a second round 0.9875
+# / 0.9907 / 0.9911); with session 15's model on its 76 held-out ones a tie, 0.9966 / 0.9965, its worst group 0.896
+# at 0 and 0.956 at 4. Session 14 had found no gain on its 93 held-out groups (0.9937 at 0, 0.9910 at 3)
 EXPLORE = 4
 # the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
 # order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
