@@ -5,6 +5,8 @@
 
 --model: a model directory (default the shipped model; an older one: `git archive REV costmodel/models/SLUG | tar x`).
 --newer: also the groups every row of which was recorded after the model was created (data it cannot have seen).
+--inner FOLDS: instead, shape-wise folds of the model's training side, each fold's whole-space groups replayed by a
+fresh model trained on the other groups of that side: where to choose a setting without the model's held-out groups.
 For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
 configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `top8`
 (no second round: budget 0) or `always` (a second round whenever configs are left). Configs are judged by GPU time
@@ -25,7 +27,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from costmodel import dataset, model  # noqa: E402
+from costmodel import dataset, evaluation, model  # noqa: E402
 from costmodel.benchmark import ReplayBenchmarker  # noqa: E402
 from costmodel.evaluation import geomean  # noqa: E402
 from costmodel.hardware import KNOWN  # noqa: E402
@@ -45,7 +47,9 @@ def _figures(r: np.ndarray) -> dict:
             "min": round(float(r.min()), 4)} if len(r) else {"groups": 0}
 
 
-def replay(t: pa.Table, cm, setting: str, explore: int = 0) -> dict:
+def replay_ratios(t: pa.Table, cm, setting: str, explore: int = 0) -> tuple[list[float], list[bool], int]:
+    """Per group of ``t``: (recorded best / tune's best, whether measured over the whole space), and on how many
+    groups a second round ran."""
     budget, rho, spread = None, tune_mod.RHO_MIN, tune_mod.SPREAD_MAX
     if setting == "top8":
         budget = 0.0
@@ -68,10 +72,59 @@ def replay(t: pa.Table, cm, setting: str, explore: int = 0) -> dict:
             second += bool(res.second_round.get("ran"))
     finally:
         tune_mod.RHO_MIN, tune_mod.SPREAD_MAX = saved
+    return ratios, swept, second
+
+
+def summary(setting: str, explore: int, ratios: list[float], swept: list[bool], second: int) -> dict:
     r, swept = np.array(ratios), np.array(swept, bool)
     return {"setting": setting, "explore": explore, "second_rounds": second, **_figures(r),
             "exhaustive": _figures(r[swept]),
             "sampled": _figures(r[~swept])}
+
+
+def replay(t: pa.Table, cm, setting: str, explore: int = 0) -> dict:
+    return summary(setting, explore, *replay_ratios(t, cm, setting, explore))
+
+
+def inner_folds(table: pa.Table, outside: set[str], folds: int) -> list[tuple[list[str], list[str]]]:
+    """Shape-wise folds over the whole-space groups not in ``outside`` (a model's held-out groups): fold f holds out
+    every f-th of their shapes (in shape-key order), in every dtype and kernel hash, and trains on the rest of the
+    groups not in ``outside``. (training group ids, whole-space test group ids) per fold."""
+    info = evaluation.group_info(table)
+    ids = np.asarray(info["group_id"].to_pylist())
+    _, shape = evaluation.shape_codes(info)
+    inside = ~np.isin(ids, sorted(outside))
+    swept = np.asarray(pc.fill_null(info["exhaustive"], False).to_pylist(), bool)
+    chosen = np.unique(shape[inside & swept])
+    out = []
+    for f in range(folds):
+        test = np.isin(shape, chosen[f::folds])
+        out.append((list(ids[inside & ~test]), list(ids[inside & test & swept])))
+    return out
+
+
+def inner(data: str, cm, folds: int, settings: list[str], explores: list[int]) -> dict:
+    """The settings replayed on inner folds of ``cm``'s training side (``inner_folds``), each fold by a fresh model
+    (``model.FAST``) that never saw its shapes; figures pooled over the folds. Tuner settings chosen here never
+    look at the model's held-out groups."""
+    table, gpu = model.training_table(data)
+    rows = dataset.read(data)
+    pooled: dict[tuple, list] = {}
+    for f, (train, test) in enumerate(inner_folds(table, set(cm.meta["heldout"]["groups"]), folds)):
+        print(f"fold {f}: {len(train)} training groups, {len(test)} whole-space groups replayed", file=sys.stderr,
+              flush=True)
+        booster, _ = model.fit(model.select_groups(table, train), model.FAST)
+        fold_cm = model.CostModel(booster, {"gpu": gpu, "hardware": KNOWN[gpu].as_dict()})
+        t = rows.filter(pc.is_in(rows["group_id"], pa.array(test)))
+        for e in explores:
+            for s in settings:
+                r, sw, n = replay_ratios(t, fold_cm, s, e)
+                acc = pooled.setdefault((s, e), [[], [], 0])
+                acc[0] += r
+                acc[1] += sw
+                acc[2] += n
+    return {"inner_folds": folds, "model_data_hash": cm.meta["data"]["hash"],
+            "results": [summary(s, e, *acc) for (s, e), acc in pooled.items()]}
 
 
 def newer_groups(t: pa.Table, created: str) -> set[str]:
@@ -90,16 +143,22 @@ def main() -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--model", default=None, help="model directory (default: the shipped H200 model)")
     ap.add_argument("--newer", action="store_true", help="also the groups recorded wholly after the model was created")
+    ap.add_argument("--inner", type=int, default=0, metavar="FOLDS", help="instead: FOLDS shape-wise folds of the "
+                    "model's training side, each replayed by a fresh model trained on the others (choosing settings)")
     args = ap.parse_args()
     cm = model.load(args.model or "nvidia-h200", gpu="nvidia-h200")
-    t = dataset.read(args.data)
-    unseen = set(cm.meta["heldout"]["groups"])
-    if args.newer:
-        unseen |= newer_groups(t, cm.meta["created"])
-    t = t.filter(pc.is_in(t["group_id"], pa.array(sorted(unseen))))
-    result = {"model_created": cm.meta["created"], "model_data_hash": cm.meta["data"]["hash"], "newer": args.newer,
-              "rows": t.num_rows, "results": [replay(t, cm, s, int(e)) for e in args.explore.split(",")
-                                              for s in args.settings.split(",")]}
+    settings, explores = args.settings.split(","), [int(e) for e in args.explore.split(",")]
+    if args.inner:
+        result = inner(args.data, cm, args.inner, settings, explores)
+    else:
+        t = dataset.read(args.data)
+        unseen = set(cm.meta["heldout"]["groups"])
+        if args.newer:
+            unseen |= newer_groups(t, cm.meta["created"])
+        t = t.filter(pc.is_in(t["group_id"], pa.array(sorted(unseen))))
+        result = {"model_created": cm.meta["created"], "model_data_hash": cm.meta["data"]["hash"],
+                  "newer": args.newer, "rows": t.num_rows,
+                  "results": [replay(t, cm, s, e) for e in explores for s in settings]}
     text = json.dumps(result, indent=1)
     print(text)
     if args.out:

@@ -322,3 +322,26 @@ def test_probe_vs_sweep_reads_every_collect_object_and_the_whole_space_figures()
     assert out["top1"] == pytest.approx(lat.min() / lat[order[0]])
     assert out["top8"] == pytest.approx(lat.min() / lat[np.asarray(order[:8])].min()) and out["top8"] >= out["top1"]
     assert lat[order[out["best_rank"] - 1]] == lat.min()
+
+
+def test_replay_tune_inner_folds_keep_the_held_out_groups_out_and_shapes_apart():
+    """replay_tune.py --inner: every whole-space group outside the model's held-out set is replayed in exactly one
+    fold; no fold trains on a held-out group or on any group of a shape it replays (every dtype, kernel hash)."""
+    import numpy as np
+
+    from costmodel import evaluation, model
+
+    replay_tune = _script_module("replay_tune")
+    table, _ = model.training_table(ROOT / "data")
+    info = evaluation.group_info(table)
+    shape_of = dict(zip(info["group_id"].to_pylist(), evaluation.shape_codes(info)[1]))
+    swept = {g for g, e in zip(info["group_id"].to_pylist(), info["exhaustive"].to_pylist()) if e}
+    outside = set(model.load_shipped("nvidia-h200").meta["heldout"]["groups"])
+    folds = replay_tune.inner_folds(table, outside, 3)
+    tests = [set(test) for _, test in folds]
+    assert sum(len(t) for t in tests) == len(set().union(*tests)) == len(swept - outside) > 0
+    for train, test in folds:
+        assert not (set(train) | set(test)) & outside
+        assert not {shape_of[g] for g in train} & {shape_of[g] for g in test}
+        assert set(test) <= swept and len(train) + len(test) < len(shape_of) - len(outside) + 1
+    assert np.all([len(t) > 0 for t in tests])

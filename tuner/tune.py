@@ -27,10 +27,10 @@ BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts o
 # of the first round's k configs, how many go to the best-ranked config of structures the model's top k - EXPLORE
 # lack (space.first_batch): a model's top 8 is often one structure's warps and stages, and on shapes unlike its data
 # the best config ranked 16th-137th (the 7 of session 15's 16 new whole-space groups where the top 8 fell under 0.95;
-# scripts/probe_vs_sweep.py). Replayed (scripts/replay_tune.py, first round only) with the session 14 model on the
-# 109 whole-space groups it never saw: 0.9854 of the best at 0, 0.9871 at 4, 0.9868 at 6 (with a second round 0.9875
-# / 0.9907 / 0.9911); with session 15's model on its 76 held-out ones a tie, 0.9966 / 0.9965, its worst group 0.896
-# at 0 and 0.956 at 4. Session 14 had found no gain on its 93 held-out groups (0.9937 at 0, 0.9910 at 3)
+# scripts/probe_vs_sweep.py). Confirmed on inner folds of the shipped model's training side (scripts/replay_tune.py
+# --inner 4: 66 whole-space groups, each ranked by a fresh model that never saw its shape), first round only: 0.9885
+# of the best at 0, 0.9898 at 4, 0.9884 at 6 (p10 0.960 / 0.981 / 0.972). On the held-out groups, for the record:
+# session 14's model on the 109 it never saw 0.9854 / 0.9871 / 0.9868; session 15's on its 76, 0.9966 / 0.9965
 EXPLORE = 4
 # the first round disagrees with the ranking when the measured order's Spearman correlation with the predicted
 # order is below RHO_MIN (a ranking that holds puts its faster picks first: +1), or the slowest config of the
