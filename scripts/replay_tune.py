@@ -109,22 +109,18 @@ def inner(data: str, cm, folds: int, settings: list[str], explores: list[int]) -
     look at the model's held-out groups."""
     table, gpu = model.training_table(data)
     rows = dataset.read(data)
-    pooled: dict[tuple, list] = {}
+    keys = [(s, e) for e in explores for s in settings]
+    per_fold = []  # per fold, (ratios, swept, second rounds) of each key
     for f, (train, test) in enumerate(inner_folds(table, set(cm.meta["heldout"]["groups"]), folds)):
         print(f"fold {f}: {len(train)} training groups, {len(test)} whole-space groups replayed", file=sys.stderr,
               flush=True)
         booster, _ = model.fit(model.select_groups(table, train), model.FAST)
         fold_cm = model.CostModel(booster, {"gpu": gpu, "hardware": KNOWN[gpu].as_dict()})
         t = rows.filter(pc.is_in(rows["group_id"], pa.array(test)))
-        for e in explores:
-            for s in settings:
-                r, sw, n = replay_ratios(t, fold_cm, s, e)
-                acc = pooled.setdefault((s, e), [[], [], 0])
-                acc[0] += r
-                acc[1] += sw
-                acc[2] += n
+        per_fold.append([replay_ratios(t, fold_cm, s, e) for s, e in keys])
+    pooled = [[sum((fold[i][j] for fold in per_fold), [] if j < 2 else 0) for j in range(3)] for i in range(len(keys))]
     return {"inner_folds": folds, "model_data_hash": cm.meta["data"]["hash"],
-            "results": [summary(s, e, *acc) for (s, e), acc in pooled.items()]}
+            "results": [summary(s, e, *acc) for (s, e), acc in zip(keys, pooled)]}
 
 
 def newer_groups(t: pa.Table, created: str) -> set[str]:
