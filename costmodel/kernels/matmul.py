@@ -237,6 +237,16 @@ _TOKENS = (256, 512, 1024, 2048, 4096, 8192, 16384)
 _DECODE_M = (1, 8, 16, 32, 64, 128)
 
 
+def _log_int(rng: np.random.Generator, lo: int, hi: int) -> int:
+    """An integer log-uniform in [lo, hi]: as many small values as large ones, of every alignment."""
+    return int(round(float(np.exp(rng.uniform(np.log(lo), np.log(hi))))))
+
+
+def _wide(rng: np.random.Generator, h: int) -> int:
+    """A wide dim: a model width (or a multiple of it), or any integer 1024-16384."""
+    return int(h * rng.choice([1, 3, 4])) if rng.random() < 0.5 else _log_int(rng, 1024, 16384)
+
+
 class Matmul(KernelFamily):
     name = "matmul"
     dims = ("M", "N", "K")
@@ -259,7 +269,8 @@ class Matmul(KernelFamily):
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         out = []
         for _ in range(n):
-            kind = rng.choice(["llm", "decode", "square", "odd"], p=[0.4, 0.2, 0.15, 0.25])
+            kind = rng.choice(["llm", "decode", "square", "odd", "skinny", "narrow", "small"],
+                              p=[0.3, 0.15, 0.1, 0.2, 0.1, 0.075, 0.075])
             h = int(rng.choice(_HIDDEN))
             if kind == "llm":
                 m = int(rng.choice(_TOKENS))
@@ -268,10 +279,16 @@ class Matmul(KernelFamily):
                 m, n_, k = int(rng.choice(_DECODE_M)), int(h * rng.choice([1, 3])), h
             elif kind == "square":
                 m = n_ = k = int(rng.choice([512, 1024, 2048, 3072, 4096, 6144, 8192]))
-            else:  # odd sizes: not multiples of 16, unaligned for TMA in some dims
+            elif kind == "odd":  # odd sizes: not multiples of 16, unaligned for TMA in some dims
                 m = int(rng.integers(17, 6000))
                 n_ = int(rng.choice([int(rng.integers(17, 6000)), h]))
                 k = int(rng.choice([int(rng.integers(17, 6000)) // 8 * 8 + 8, h, int(rng.integers(17, 6000))]))
+            elif kind == "skinny":  # any M up to 64 (a decode batch, a few rows), wide N and K of any alignment
+                m, n_, k = _log_int(rng, 1, 64), _wide(rng, h), _wide(rng, h)
+            elif kind == "narrow":  # tall and narrow: many rows, N up to 1024
+                m, n_, k = _log_int(rng, 1024, 16384), _log_int(rng, 16, 1024), _wide(rng, h)
+            else:  # small: every dim 16-1024 (under about 1 GFLOP), where launch and tile waste dominate
+                m, n_, k = (_log_int(rng, 16, 1024) for _ in range(3))
             out.append({"M": m, "N": n_, "K": k})
         return out
 
