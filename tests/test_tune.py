@@ -208,6 +208,40 @@ def test_no_second_round_past_the_budget(matmul_group, monkeypatch):
     assert roomy.second_round["ran"]
 
 
+class SlowCompiles(ReplayBenchmarker):
+    """A replay whose compiles after the first round's finish only for its first ``fast`` configs: the rest never
+    do (a compile that outlasts the budget)."""
+
+    def __init__(self, table, fast: int):
+        super().__init__(table)
+        self.fast, self.prefetches, self.done = fast, 0, set()
+
+    def prefetch(self, family, problem, dtype, configs):
+        self.prefetches += 1
+        keys = [dataset.canonical_json(c) for c in configs]
+        self.done |= set(keys if self.prefetches == 1 else keys[: self.fast])
+
+    def ready(self, family, problem, dtype, configs):
+        return all(dataset.canonical_json(c) in self.done for c in configs)
+
+
+@pytest.mark.parametrize("fast", [3, 0])
+def test_second_round_times_only_what_compiled_by_the_deadline(heldout, matmul_group, monkeypatch, fast):
+    bench, problem, dtype, ok, _ = matmul_group
+    _inverted_model(monkeypatch, bench, "matmul", problem, dtype)
+    slow = SlowCompiles(heldout[1], fast)
+    res = tune("matmul", problem, dtype, slow, k=8, cost_model=object(), hw=HW, configs=ok, objective="graph",
+               budget_s=0.5)
+    sr = res.second_round
+    assert sr["configs"] == fast and res.wall_s < 5
+    assert all(dataset.canonical_json(t["config"]) in slow.done for t in sr["timed"])
+    if fast:
+        assert sr["ran"] and sr["batch"] == 8
+    else:
+        assert not sr["ran"] and sr["reason"] == "over budget: none of the batch's 8 configs compiled in time"
+    assert res.best["latency_ms"] <= min(r["latency_ms"] for r in res.predicted_rank)
+
+
 def test_second_tune_answers_from_the_cache(heldout, tmp_path):
     cm, t = heldout
     family, problem, dtype, _ = next(_groups(t))

@@ -40,6 +40,10 @@ EXPLORE = 4
 # when it always runs, 0.9887 with (0.0, 1.5) (32 run) and 0.9878 with none
 RHO_MIN = 0.5
 SPREAD_MAX = 1.3
+# a finalist's re-timing costs this share of a first-round config's (whose binary is loaded, checked and set up for
+# the first time): 0.04-0.14 over the 12 problems of session 15's race (tune_phases_s, finalists over 12 re-timings
+# against time per config)
+FINALIST_SHARE = 0.15
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows
 
 
@@ -59,8 +63,9 @@ class TuneResult:
     phases_s: dict = field(default_factory=dict)  # seconds: rank, compile (wait for the top-k), time, finalists
     predicted_rank: list[dict] = field(default_factory=list)  # the top-k: config, rank, measured ms, status
     exhaustive_best_ms: float | None = None
-    # {"ran": bool, "configs": timed in it, "reason": why it ran or not, "disagreement": the criterion's
-    # figures, "best_ms": its fastest config's first measurement}
+    # {"ran": bool, "configs": timed in it, "batch": configs picked for it (those not compiled by the budget's
+    # deadline are not timed), "reason": why it ran or not, "disagreement": the criterion's figures, "best_ms": its
+    # fastest config's first measurement}
     second_round: dict = field(default_factory=dict)
     cached: bool = False
     objective: str = "eager"  # what latency_ms figures are: eager per-call time, or GPU time (graph)
@@ -236,18 +241,34 @@ def _second_batch(ranked, table, scores, first: list[Measurement], k: int, objec
     return [ranked[rest_idx[j]] for j in order[:k]]
 
 
-def _plan(disagree: dict, batch: list[Config], first_s: float, n_first: int, finalists_s: float, elapsed_s: float,
+def _plan(disagree: dict, batch: list[Config], after_compile_s: float, fastest_compile_s: float, elapsed_s: float,
           budget_s: float | None) -> tuple[bool, str]:
-    """Whether the second round runs, and why (not). Its cost is estimated from the first round's wall time
-    per config (compile and timing of a batch of the same size), plus the finalists' re-timing after it."""
+    """Whether the second round starts, and why (not). It needs at least the fastest compile the first round saw
+    (the pool is warm now and compiles the batch side by side) and ``after_compile_s``: the batch's timing and the
+    finalists' re-timing, at the first round's rates. How long the batch's compiles really take is then measured,
+    not estimated (``_compiled_by``). The first round's compile wait holds the pool's start-up: on 333^3 in session
+    15's race it was 4.7 s while its 9 compiles took 1.3 s each on average, and an estimate from it refused the
+    second round that the measured order's disagreement asked for."""
     if not disagree["disagrees"]:
         return False, "the first round agrees with the ranking"
     if not batch:
         return False, "no untimed candidates left (or fewer than two configs ran)"
-    need = first_s * len(batch) / max(n_first, 1) + finalists_s
+    need = fastest_compile_s + after_compile_s
     if budget_s is not None and elapsed_s + need > budget_s:
-        return False, f"over budget: {elapsed_s:.2f} s spent, about {need:.2f} s more needed, budget {budget_s:g} s"
+        return False, f"over budget: {elapsed_s:.2f} s spent, at least {need:.2f} s more needed, budget {budget_s:g} s"
     return True, "; ".join(disagree["reasons"])
+
+
+def _compiled_by(bench: Benchmarker, family: str, problem: Problem, dtype: str, batch: list[Config],
+                 deadline: float | None, poll_s: float = 0.005) -> list[Config]:
+    """Queue the batch's compiles and wait until all are done or ``deadline`` (perf_counter; None: no bound)
+    passes; the configs that are ready then, in the batch's order (the others are left to the pool)."""
+    bench.prefetch(family, problem, dtype, batch)
+    while not bench.ready(family, problem, dtype, batch):
+        if deadline is not None and time.perf_counter() >= deadline:
+            return [c for c in batch if bench.ready(family, problem, dtype, [c])]
+        time.sleep(poll_s)
+    return batch
 
 
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
@@ -291,13 +312,18 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
 
     disagree = disagreement([objective_ms(m, objective) if m.ok else None for m in first[: len(top)]])
     batch = _second_batch(ranked, table, scores, first, k, objective) if disagree["disagrees"] else []
-    finalists_s = (t_measured - t_compiled) / max(len(first), 1) * (FINALISTS + 1) * ROUNDS
-    ran, why = _plan(disagree, batch, t_measured - t_ranked, len(first), finalists_s, time.perf_counter() - t0,
-                     budget_s)
+    per_config_s = (t_measured - t_compiled) / max(len(first), 1)  # timing one config, at the first round's rate
+    after_compile_s = per_config_s * (len(batch) + FINALIST_SHARE * (FINALISTS + 1) * ROUNDS)
+    fastest_compile_s = min((m.compile_s for m in first if m.compile_s is not None), default=0.0)
+    ran, why = _plan(disagree, batch, after_compile_s, fastest_compile_s, time.perf_counter() - t0, budget_s)
     second: list[Measurement] = []
     if ran:
-        compile_ahead(bench, family, problem, dtype, batch)
-        second = bench.measure(family, problem, dtype, batch)
+        compiled = _compiled_by(bench, family, problem, dtype, batch,
+                                None if budget_s is None else t0 + budget_s - after_compile_s)
+        if compiled:
+            second = bench.measure(family, problem, dtype, compiled)
+        else:
+            ran, why = False, f"over budget: none of the batch's {len(batch)} configs compiled in time"
     t_second = time.perf_counter()
     ok_second = [objective_ms(m, objective) for m in second if m.ok]
 
@@ -335,7 +361,8 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
                          "latency_ms": objective_ms(m, objective), "graph_ms": m.latency_ms, "eager_ms": m.eager_ms}
                         for m in first[: len(top)]],
         exhaustive_best_ms=exhaustive_best,
-        second_round={"ran": ran, "configs": len(second), "reason": why, "disagreement": disagree,
+        second_round={"ran": ran, "configs": len(second), "batch": len(batch) if ran else 0, "reason": why,
+                      "disagreement": disagree,
                       "best_ms": min(ok_second) if ok_second else None,
                       "timed": [{"config": m.config, "status": m.status, "latency_ms": objective_ms(m, objective)}
                                 for m in second]},
