@@ -341,6 +341,31 @@ def test_tune_reports_a_top_k_where_nothing_ran(cli, monkeypatch, tmp_path):
     assert len(marks) == 5 and marks == sorted(marks) and marks[0] >= 0
 
 
+def test_tune_commands_budget_counts_from_the_process_start(cli, monkeypatch):
+    """`--budget-s` bounds the whole command: the tune call gets what start-up (imports, the model) left of it."""
+    import costmodel.cli
+    import costmodel.hardware
+    import tuner.tune
+    from tuner.tune import TuneResult
+
+    got = []
+
+    def capture(family, problem, dtype, bench, **kw):
+        got.append(kw["budget_s"])
+        return TuneResult(gpu=HW.gpu, kernel=family, problem=problem, dtype=dtype, candidates=10, benchmarked=8,
+                          best={"config": None, "latency_ms": None}, default_latency_ms=None, wall_s=1.0,
+                          compile_s=0.0)
+
+    monkeypatch.setattr(costmodel.hardware, "current", lambda device=None, hint="": HW)
+    monkeypatch.setattr(costmodel.cli, "_process_age_s", lambda: 3.5)
+    monkeypatch.setattr(tuner.tune, "tune", capture)
+    for budget, left in (("10", 6.5), ("2", 0.0)):
+        code, _, stderr = cli("tune", "--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--no-cache", "--json",
+                              "--budget-s", budget)
+        assert code == 0, stderr
+        assert got[-1] == pytest.approx(left)
+
+
 UNGUARDED = '''
 from costmodel.benchmark import IsolatedBenchmarker
 from costmodel.hardware import KNOWN
