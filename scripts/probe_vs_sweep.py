@@ -20,6 +20,7 @@ import pyarrow.compute as pc
 
 from costmodel import dataset, features, model
 from costmodel.dataset import canonical_json
+from costmodel.kernels import get_family
 
 
 def collect_outputs(path: str) -> list[dict]:
@@ -59,9 +60,14 @@ def main(outputs: tuple[str, ...], model_dir: str, data: str) -> None:
         for obj in collect_outputs(path):
             for r in (obj.get("active") or {}).get("regrets", []):
                 probe_of[(r["family"], canonical_json(r["problem"]), r["dtype"])] = r["regret"]
-    table = dataset.read(data, ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms", "exhaustive"])
+    table = dataset.read(data, ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms", "exhaustive",
+                                "source_hash"])
     table = table.filter(pc.and_(pc.equal(table["status"], "ok"),
                                  pc.is_in(table["problem_json"], pa.array(sorted({k[1] for k in probe_of})))))
+    # today's kernel only: a shape swept under an older kernel hash is not a sweep of the probed group
+    today = {(name, h) for name in {k[0] for k in probe_of} for h in get_family(name).group_hashes}
+    table = table.filter(pa.array([(k, h) in today for k, h in zip(table["kernel"].to_pylist(),
+                                                                     table["source_hash"].to_pylist())]))
     by_group: dict[tuple, list[dict]] = {}
     exhaustive = set()
     for r in table.to_pylist():

@@ -8,8 +8,8 @@
 --inner FOLDS: instead, shape-wise folds of the model's training side, each fold's whole-space groups replayed by a
 fresh model trained on the other groups of that side: where to choose a setting without the model's held-out groups.
 For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
-configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `top8`
-(no second round: budget 0) or `always` (a second round whenever configs are left). Configs are judged by GPU time
+configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `topK`
+(k=K and no second round: budget 0; the others run k=8) or `always` (a second round whenever configs are left). Configs are judged by GPU time
 (objective graph), as the recorded best is. Prints one JSON object: per setting, the geomean, p10 and min of
 recorded best / tune's best, over all groups and over those measured over the whole space and the sampled ones,
 and on how many groups a second round ran."""
@@ -50,9 +50,9 @@ def _figures(r: np.ndarray) -> dict:
 def replay_ratios(t: pa.Table, cm, setting: str, explore: int = 0) -> tuple[list[float], list[bool], int]:
     """Per group of ``t``: (recorded best / tune's best, whether measured over the whole space), and on how many
     groups a second round ran."""
-    budget, rho, spread = None, tune_mod.RHO_MIN, tune_mod.SPREAD_MAX
-    if setting == "top8":
-        budget = 0.0
+    budget, rho, spread, k = None, tune_mod.RHO_MIN, tune_mod.SPREAD_MAX, 8
+    if setting.startswith("top"):
+        budget, k = 0.0, int(setting[3:])
     elif setting == "always":
         rho, spread = float("inf"), 0.0
     else:
@@ -64,7 +64,7 @@ def replay_ratios(t: pa.Table, cm, setting: str, explore: int = 0) -> tuple[list
         for g, family, problem, dtype, best, exhaustive in groups(t):
             # the group's own rows: a shape measured under two kernel hashes has a group for each
             bench = ReplayBenchmarker(g)
-            res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu],
+            res = tune_mod.tune(family, problem, dtype, bench, k=k, cost_model=cm, hw=KNOWN[cm.gpu],
                                 configs=bench.recorded_configs(family, problem, dtype), budget_s=budget,
                                 objective="graph", explore=explore)  # GPU time, as the recorded best is
             ratios.append(best / res.best["latency_ms"])
