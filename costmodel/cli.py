@@ -483,8 +483,8 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--kernel", "family", required=True, help="kernel family (see `costmodel kernels`)")
 @click.option("--shape", required=True, help="problem dims, e.g. M=4096,N=4096,K=4096")
 @click.option("--dtype", default="float16", show_default=True)
-@click.option("-k", "k", default=8, show_default=True, help="configs to benchmark first: the model's top k (less "
-              "--explore)")
+@click.option("-k", "k", default=None, type=int, help="configs to benchmark first: the model's top k (less "
+              "--explore) [default: 12, tuner.tune.K]")
 @click.option("--explore", default=None, type=int, help="of the k, how many go to the best-ranked config of other "
               "structures (tiles, schedule) than the rest have [default: 4, at most k // 2]")
 @click.option("--exhaustive", is_flag=True, help="also time the whole valid space, for comparison")
@@ -509,6 +509,10 @@ def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, pred
 
     fam = get_family(family)
     problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
+    if k is None:
+        from tuner.tune import K
+
+        k = K
     if k < 1:
         raise CostModelError("-k must be at least 1")
     if explore is not None and not 0 <= explore < k:

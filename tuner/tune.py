@@ -21,6 +21,13 @@ from costmodel.kernels import get_family
 from costmodel.kernels.base import Config, Problem
 from tuner.cache import ResultCache
 
+# configs timed in the first round. On inner folds of the shipped model's training side (scripts/replay_tune.py
+# --inner 4: 95 whole-space groups, each ranked by a fresh model that never saw its shape; session 16), first round
+# only, explore 4: 0.9888 of the best at k 8, 0.9906 at 12, 0.9911 at 16 (p10 0.959 / 0.972 / 0.972); k 8 with the
+# second round 0.9913. Twelve then buy most of what a second round does without its second compile wait, which a cold
+# command's budget seldom leaves room for. The 4 more cost their timing only (they compile beside the rest): in session
+# 15's race a re-timed finalist took 6-40 ms and `collect` went through 80-90 configs a second, compiles included
+K = 12
 FINALISTS = 3
 ROUNDS = 3
 BUDGET_S = 10.0  # default wall budget of one tune call; a second round starts only if it fits
@@ -271,7 +278,7 @@ def _compiled_by(bench: Benchmarker, family: str, problem: Problem, dtype: str, 
     return batch
 
 
-def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = 8, cost_model=None,
+def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = K, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
          configs: list[Config] | None = None, budget_s: float | None = BUDGET_S,
          objective: str = "eager", explore: int | None = None) -> TuneResult:
@@ -373,7 +380,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     return result
 
 
-def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_model, k: int = 8) -> dict:
+def predict(family: str, problem: dict, dtype: str, hw: HardwareRecord, cost_model, k: int = K) -> dict:
     """Rank without a GPU (what a CPU machine can do): the model's top-k, nothing measured."""
     t0 = time.perf_counter()
     fam = get_family(family)
