@@ -1,5 +1,5 @@
-"""H200: tune (k=8, cold cache, compile included) on problems absent from the data, against the exhaustive best
-of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
+"""H200: tune (the command's defaults, cold cache, compile included) on problems absent from the data, against the
+exhaustive best of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
 1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
 
     PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl] [--reuse old.jsonl]
@@ -7,7 +7,9 @@ of the same space, random-8, the default config, triton.autotune over the full l
 
 Each tune is `costmodel tune --json --no-cache` in a new process (nothing this script has imported, started or
 compiled helps it) with an empty Triton cache: cold. Its wall time is the tune call's, and the whole command's
-beside it. The exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so).
+beside it. The exhaustive sweeps share one cache, which triton.autotune then finds warm (its wall time says so); a
+call whose --only lists problems of one compile class (dtype, and which dims are multiples of 16) compiles that
+class's space once.
 torch.matmul and the tuned config are timed alternately with do_bench, six rounds, which goes first alternating,
 medians compared: the GPU's clocks drift between calls by more than the gap being measured.
 
