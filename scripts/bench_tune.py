@@ -1,6 +1,6 @@
 """H200: tune (the command's defaults, cold cache, compile included) on problems absent from the data, against the
-exhaustive best of the same space, random-8, the default config, triton.autotune over the full list and, with --helion, Helion
-1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
+exhaustive best of the same space, random-8, the default config, triton.autotune over the full list and, with
+--helion, Helion 1.4.0 at autotune_effort="quick" on two matmul shapes. Usage on a GPU host (wheels carried, see device_job.sh):
 
     PYTHONPATH=. python3 scripts/bench_tune.py [--only 0,3,7] [--helion] [--out bench_tune.jsonl] [--reuse old.jsonl]
     python3 scripts/bench_tune.py --summarise a.jsonl --summarise b.jsonl   # the figures over all their rows

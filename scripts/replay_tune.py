@@ -9,8 +9,8 @@
 fresh model trained on the other groups of that side: where to choose a setting without the model's held-out groups.
 For each group the model never saw in training, tune(k=8) runs with the Replay benchmarker over the recorded
 configs; a setting is the second round's thresholds RHO_MIN:SPREAD_MAX (see tuner.tune.disagreement), `topK`
-(k=K and no second round: budget 0; the others run k=8) or `always` (a second round whenever configs are left). Configs are judged by GPU time
-(objective graph), as the recorded best is. Prints one JSON object: per setting, the geomean, p10 and min of
+(k=K and no second round: budget 0; the others run k=8) or `always` (a second round whenever configs are left).
+Configs are judged by GPU time (objective graph), as the recorded best is. Prints one JSON object: per setting, the geomean, p10 and min of
 recorded best / tune's best, over all groups and over those measured over the whole space and the sampled ones,
 and on how many groups a second round ran."""
 

@@ -32,8 +32,9 @@ def matmul_kinds(p: dict, dtype: str) -> list[str]:
     aligned = [d % 16 == 0 for d in dims]
     flop = 2.0 * p["M"] * p["N"] * p["K"]
     kinds = [dtype, "aligned" if all(aligned) else "unaligned" if not any(aligned) else "some_unaligned"]
-    kinds += [k for k, hit in (("odd", any(d % 2 for d in dims)), ("skinny", p["M"] <= 64), ("tall_skinny", p["N"] <= 1024),
-                               ("small", flop < 1e9), ("large", flop >= LARGE_FLOP)) if hit]
+    kinds += [k for k, hit in (("odd", any(d % 2 for d in dims)), ("skinny", p["M"] <= 64),
+                               ("tall_skinny", p["N"] <= 1024), ("small", flop < 1e9), ("large", flop >= LARGE_FLOP))
+              if hit]
     return kinds
 
 
