@@ -88,12 +88,12 @@ class Benchmarker(Protocol):
 
 
 def compile_ahead(bench: Benchmarker, family: str, problem: Problem, dtype: str, configs: list[Config],
-                  poll_s: float = 0.005) -> float:
-    """Queue the configs' compilation and wait until every one is done; the seconds waited (so that a caller can
-    tell compile time from timing)."""
+                  poll_s: float = 0.005, deadline: float | None = None) -> float:
+    """Queue the configs' compilation and wait until every one is done, or until ``deadline`` (a perf_counter
+    time) passes; the seconds waited (so that a caller can tell compile time from timing)."""
     t0 = time.perf_counter()
     bench.prefetch(family, problem, dtype, configs)
-    while not bench.ready(family, problem, dtype, configs):
+    while not bench.ready(family, problem, dtype, configs) and (deadline is None or time.perf_counter() < deadline):
         time.sleep(poll_s)
     return time.perf_counter() - t0
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import pyarrow as pa  # noqa: E402
 import pyarrow.compute as pc  # noqa: E402
 import pyarrow.dataset as ds  # noqa: E402
 
@@ -58,25 +57,18 @@ def groups(root: str, since: str | None) -> list[dict]:
         t = t.filter(pc.is_in(t["group_id"], pc.unique(t.filter(t["exhaustive"])["group_id"])))
         if not t.num_rows:
             continue
-        t = t.append_column("shard", pa.array([f.rsplit("/", 1)[-1] for f in t["__filename"].to_pylist()]))
-        for key, g in _by_group(t):
-            problem, dtype = json.loads(key[1]), key[2]
+        t = t.append_column("shard", pc.replace_substring_regex(t["__filename"], r"^.*/", ""))
+        swept_in = t.filter(t["exhaustive"]).group_by("group_id").aggregate([("shard", "distinct")])
+        shards = dict(zip(swept_in["group_id"].to_pylist(), swept_in["shard_distinct"].to_pylist()))
+        per_group = t.group_by(["group_id", "problem_json", "dtype"]).aggregate([("config_json", "distinct")])
+        cols = ("group_id", "problem_json", "dtype", "config_json_distinct")
+        for gid, pj, dtype, measured in zip(*(per_group[c].to_pylist() for c in cols)):
+            problem = json.loads(pj)
             valid = {dataset.canonical_json(c) for c in space.enumerate_valid(fam, problem, dtype, hw)}
-            measured = set(g["config_json"])
-            out.append({"family": name, "problem": problem, "dtype": dtype, "complete": valid <= measured,
-                        "new": not ({s for s, e in zip(g["shard"], g["exhaustive"]) if e} & old),
+            out.append({"family": name, "problem": problem, "dtype": dtype, "complete": valid <= set(measured),
+                        "new": not set(shards[gid]) & old,
                         "kinds": matmul_kinds(problem, dtype) if name == "matmul" else [dtype]})
     return out
-
-
-def _by_group(t):
-    rows: dict[tuple, dict] = {}
-    cols = ("config_json", "shard", "exhaustive")
-    for gid, pj, dt, *vals in zip(*(t[c].to_pylist() for c in ("group_id", "problem_json", "dtype", *cols))):
-        g = rows.setdefault((gid, pj, dt), {c: [] for c in cols})
-        for c, v in zip(cols, vals):
-            g[c].append(v)
-    return rows.items()
 
 
 def summary(gs: list[dict]) -> dict:

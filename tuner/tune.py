@@ -253,9 +253,9 @@ def _plan(disagree: dict, batch: list[Config], after_compile_s: float, fastest_c
     """Whether the second round starts, and why (not). It needs at least the fastest compile the first round saw
     (the pool is warm now and compiles the batch side by side) and ``after_compile_s``: the batch's timing and the
     finalists' re-timing, at the first round's rates. How long the batch's compiles really take is then measured,
-    not estimated (``_compiled_by``). The first round's compile wait holds the pool's start-up: on 333^3 in session
-    15's race it was 4.7 s while its 9 compiles took 1.3 s each on average, and an estimate from it refused the
-    second round that the measured order's disagreement asked for."""
+    not estimated (``compile_ahead`` up to the budget's deadline). The first round's compile wait holds the pool's
+    start-up: on 333^3 in session 15's race it was 4.7 s while its 9 compiles took 1.3 s each on average, and an
+    estimate from it refused the second round that the measured order's disagreement asked for."""
     if not disagree["disagrees"]:
         return False, "the first round agrees with the ranking"
     if not batch:
@@ -264,18 +264,6 @@ def _plan(disagree: dict, batch: list[Config], after_compile_s: float, fastest_c
     if budget_s is not None and elapsed_s + need > budget_s:
         return False, f"over budget: {elapsed_s:.2f} s spent, at least {need:.2f} s more needed, budget {budget_s:g} s"
     return True, "; ".join(disagree["reasons"])
-
-
-def _compiled_by(bench: Benchmarker, family: str, problem: Problem, dtype: str, batch: list[Config],
-                 deadline: float | None, poll_s: float = 0.005) -> list[Config]:
-    """Queue the batch's compiles and wait until all are done or ``deadline`` (perf_counter; None: no bound)
-    passes; the configs that are ready then, in the batch's order (the others are left to the pool)."""
-    bench.prefetch(family, problem, dtype, batch)
-    while not bench.ready(family, problem, dtype, batch):
-        if deadline is not None and time.perf_counter() >= deadline:
-            return [c for c in batch if bench.ready(family, problem, dtype, [c])]
-        time.sleep(poll_s)
-    return batch
 
 
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = K, cost_model=None,
@@ -325,8 +313,9 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     ran, why = _plan(disagree, batch, after_compile_s, fastest_compile_s, time.perf_counter() - t0, budget_s)
     second: list[Measurement] = []
     if ran:
-        compiled = _compiled_by(bench, family, problem, dtype, batch,
-                                None if budget_s is None else t0 + budget_s - after_compile_s)
+        compile_ahead(bench, family, problem, dtype, batch,
+                      deadline=None if budget_s is None else t0 + budget_s - after_compile_s)
+        compiled = [c for c in batch if bench.ready(family, problem, dtype, [c])]  # the rest are left to the pool
         if compiled:
             second = bench.measure(family, problem, dtype, compiled)
         else:
