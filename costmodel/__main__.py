@@ -1,3 +1,3 @@
-from costmodel.cli import main
+from costmodel.cli import run
 
-main()
+run()

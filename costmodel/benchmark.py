@@ -116,7 +116,7 @@ def classify(exc: BaseException) -> str:
 
 # --- processes: forked from one server that has imported torch and the kernels --------------------------------
 
-_PRELOAD = ["torch", "costmodel.kernels"]
+_PRELOAD = ["torch", "costmodel.kernels", "costmodel.forkserver_exit"]  # the last leaves without a teardown
 
 
 def process_context():

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+import costmodel
 from costmodel import hardware, model
 
 REPO = Path(__file__).resolve().parents[1]
@@ -190,3 +191,37 @@ def test_collect_complete_remeasure_plans_each_whole_space_group_whole_again(cli
         want = planning.complete_plan(str(data_root), ["rmsnorm"], None, hardware.INTERPRETER,
                                       (planning.DimBound.parse("M<=16"),))
         assert resumed is resume and plan == want and all(g.exhaustive for g in plan) and plan
+
+
+# --- the process's exit: no interpreter teardown, nothing lost -----------------------------------------------
+
+_TEARDOWN = "class D:\n    def __del__(self):\n        print('torn down')\nd = D()\n"
+
+
+def _run_entry(args: list[str], before: str = "") -> subprocess.CompletedProcess:
+    code = (f"import atexit, sys\n{before}atexit.register(lambda: print('exit handler ran'))\n"
+            f"sys.argv = ['costmodel', *{args!r}]\nfrom costmodel.cli import run\nrun()\n")
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                          env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+
+
+def test_the_entry_keeps_status_output_and_exit_handlers_but_skips_the_teardown():
+    """`costmodel` leaves through os._exit after its exit handlers (a tune's last 0.6 s were the teardown)."""
+    ok = _run_entry(["--version"], before=_TEARDOWN)
+    assert ok.returncode == 0 and ok.stdout.splitlines() == [f"costmodel, version {costmodel.__version__}",
+                                                             "exit handler ran"], ok
+    bad = _run_entry(["tune", "--kernel", "matmul", "--shape", "M=1,,N=2,K=3"])
+    _one_line_error(bad.returncode, bad.stderr, "expected NAME=VALUE")
+    assert bad.stdout == "exit handler ran\n"
+
+
+def test_the_process_server_leaves_without_a_teardown():
+    """The benchmarker's process server imports costmodel.forkserver_exit last: what it wrote is flushed, and it
+    leaves without tearing its modules down (torch's took 1.6 s with the command's output held open)."""
+    from costmodel import benchmark
+
+    assert benchmark._PRELOAD[-1] == "costmodel.forkserver_exit"
+    code = f"import sys\n{_TEARDOWN}import costmodel.forkserver_exit\nsys.stdout.write('written, no newline')\n"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO,
+                         env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
+    assert out.returncode == 0 and out.stdout == "written, no newline", out
