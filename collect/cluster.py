@@ -216,8 +216,8 @@ def _measure(bench, hw: HardwareRecord, store: Store, item: WorkItem, run_id: st
     before = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
     _PACE.begin()
     ms, rows = runner.GroupRecorder(bench, hw, run_id).measure(item)
-    _PACE.measured(len(item.todo))
     after = {"waited_s": bench.waited_s, "timed_s": bench.timed_s, **bench.compile_spent}
+    _PACE.measured(len(item.todo), runner.group_work(item.group, hw), after["timed_s"] - before["timed_s"])
     path = store.write_shard(hw.gpu, item.group.family, shard_id(run_id, item), rows)
     return {**_summary(item, task), "counts": dict(Counter(m.status for m in ms)), "best_ms": runner.best_ms(ms),
             "shard": path, "recovered": False, "wall_s": round(time.perf_counter() - t0, 3),
@@ -238,8 +238,8 @@ def _measure_ready_ahead(bench, hw: HardwareRecord, store: Store, item: WorkItem
             break
         tried.add(w.index)
         with _claim(shard_id(run_id, w), blocking=False) as mine:
-            if mine and _PACE.ends_by(deadline, len(w.todo)) and not store.shards(hw.gpu, w.group.family,
-                                                                                 shard_id(run_id, w)):
+            fits = _PACE.ends_by(deadline, len(w.todo), runner.group_work(w.group, hw))
+            if mine and fits and not store.shards(hw.gpu, w.group.family, shard_id(run_id, w)):
                 done.append(_measure(bench, hw, store, w, run_id, task=item.index))
     return done
 
@@ -270,7 +270,8 @@ def measure_group(item: WorkItem, root: str, run_id: str, plan_hw: dict, interpr
         with _claim(shard_id(run_id, item)):  # checked again under the claim: another task may have measured it
             own = _read_back(store, hw.gpu, item, run_id, item.index, t0)
             if own is None:
-                own = ({**_summary(item, item.index), "skipped": True} if not _PACE.ends_by(deadline, len(item.todo))
+                fits = _PACE.ends_by(deadline, len(item.todo), runner.group_work(item.group, hw))
+                own = ({**_summary(item, item.index), "skipped": True} if not fits
                        else _measure(bench, hw, store, item, run_id, item.index))
     return {**own, "ahead": early}
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pyarrow.parquet as pq
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -84,30 +85,74 @@ def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
 
 
 class Pace:
-    """This process's wall seconds per measured config since its first group started, and from it whether a
-    group of ``n`` configs would end by a deadline (``time.time()``). A group is published whole or not at all, so
-    one started near the deadline ran past --time-budget, and a caller's timeout then killed it with its work
-    (session 8: a 1,832-config matmul sweep, started before its run's budget ended, was still being timed when
-    the device call's timeout killed the run). Before the first
-    group ends there is no rate, and a group starts while the deadline is not past."""
+    """Whether a group would end by a deadline (``time.time()``), from the groups this process measured so far. A
+    group is published whole or not at all, so one started near the deadline ran past --time-budget, and a caller's
+    timeout then killed it with its work (session 8: a 1,832-config matmul sweep; session 17: a 16384x8192x8192
+    bf16 sweep, started after 8192^3 had taken 76 s, when the run's rate, 14 ms a config, said it would take 25 s).
+    A config's timing is a fixed part (launch, the check) plus repeats of the kernel that grow with the problem's
+    work: the estimate is the larger of the run's rate and a fit of the groups' timing seconds (the compile waits
+    left out, which depend on what was compiled ahead, not on the group) on configs and configs x roofline seconds
+    (``group_work``; non-negative coefficients). Before the first group ends there is no estimate, and a group
+    starts while the deadline is not past."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or (lambda: time.time())  # a replay passes its own (scripts/experiments/pace_replay.py)
         self.started: float | None = None
         self.configs = 0
+        self._begun = 0.0
+        self._rows: list[tuple[float, float]] = []  # per measured group: configs, configs x work
+        self._walls: list[float] = []
 
-    def ends_by(self, deadline: float | None, n: int) -> bool:
-        now = time.time()
-        if deadline is None:
-            return True
+    def estimate(self, n: int, work: float = 0.0, now: float | None = None) -> float:
+        """Seconds a group of ``n`` configs of a problem of ``work`` (``group_work``) would take."""
         if not self.configs:
-            return now <= deadline
-        return now + n * (now - self.started) / self.configs <= deadline
+            return 0.0
+        now = self.clock() if now is None else now
+        rate = n * (now - self.started) / self.configs
+        return max(rate, float(np.dot(self._fit(), (n, n * work))))
+
+    def ends_by(self, deadline: float | None, n: int, work: float = 0.0) -> bool:
+        now = self.clock()
+        return deadline is None or now + self.estimate(n, work, now) <= deadline
 
     def begin(self) -> None:
-        self.started = time.time() if self.started is None else self.started
+        self._begun = self.clock()
+        self.started = self._begun if self.started is None else self.started
 
-    def measured(self, n: int) -> None:
+    def measured(self, n: int, work: float = 0.0, timed_s: float | None = None) -> None:
+        """The group begun last ended: ``n`` configs, its problem's ``work``; ``timed_s``, the seconds it spent timing
+        (``IsolatedBenchmarker.timed_s``), when known, else its wall."""
         self.configs += n
+        self._rows.append((n, n * work))
+        self._walls.append(self.clock() - self._begun if timed_s is None else timed_s)
+
+    def _fit(self) -> np.ndarray:
+        """Non-negative least squares over the two columns, by trying each subset of them."""
+        x, y = np.array(self._rows, dtype=float), np.array(self._walls)
+        scale = np.maximum(x.max(axis=0), 1e-30)
+        best, best_err = np.zeros(2), float(np.sum(y * y))
+        for cols in ([0], [1], [0, 1]):
+            coef = np.linalg.lstsq(x[:, cols] / scale[cols], y, rcond=None)[0]
+            err = float(np.sum((x[:, cols] / scale[cols] @ coef - y) ** 2))
+            if (coef >= 0).all() and err < best_err:
+                best, best_err = np.zeros(2), err
+                best[cols] = coef / scale[cols]
+        return best
+
+
+BALANCE = 200.0  # flops a byte of memory traffic is worth (an H100 or H200: about 1e15 dense flop/s over 4.8e12 B/s)
+
+
+def group_work(group: GroupPlan, hw: HardwareRecord) -> float:
+    """Seconds one run of ``group``'s problem would take at the roofline (its flops at ``BALANCE`` flops a byte, or
+    its bytes, over ``hw``'s bandwidth), for ``Pace``: what the repeats of a config scale with. Zero for a family
+    that does not say (a Helion kernel's)."""
+    try:
+        fam = get_family(group.family)
+        bytes_ = max(fam.flops(group.problem) / BALANCE, fam.min_bytes(group.problem, group.dtype))
+    except (CostModelError, NotImplementedError, TypeError, KeyError):
+        return 0.0
+    return bytes_ / (hw.mem_bandwidth_gbs * 1e9)
 
 
 def next_ready(bench: Benchmarker, items: list[WorkItem]) -> int:
@@ -269,18 +314,19 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
         with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
             while pending:
                 w = pending.pop(next_ready(bench, pending))
-                if not pace.ends_by(deadline, len(w.todo)):
+                if not pace.ends_by(deadline, len(w.todo), group_work(w.group, hw)):
                     state = "budget"  # a smaller group further on may still fit
                     continue
                 view.describe(w.describe())
                 pace.begin()
+                timed0 = getattr(bench, "timed_s", None)
                 try:
                     ms, rows = recorder.measure(w)
                 except GpuStuck as e:  # keep what the group measured (the hang a timeout), then stop
                     writer.add(hw.gpu, w.group.family, rows_before_stuck(recorder, w, w.todo, e))
                     state = "gpu_stuck"
                     raise
-                pace.measured(len(w.todo))
+                pace.measured(len(w.todo), group_work(w.group, hw), None if timed0 is None else bench.timed_s - timed0)
                 writer.add(hw.gpu, w.group.family, rows)
                 view.update(recorder.counts, best_ms(ms))
         writer.flush()

@@ -154,6 +154,40 @@ def test_a_group_the_pace_says_would_end_past_the_budget_is_not_started(tmp_path
     assert_manifest_tells_the_truth(out, m)
 
 
+def test_the_pace_expects_a_larger_problem_to_take_longer(tmp_path, data_root, monkeypatch):
+    """Replayed H200 groups: a small problem, the largest, another small one, then 8 more of the largest's configs, on
+    a clock that advances 0.5 s a config plus 1 s for the largest problem's work. After 10 s the run's rate says the
+    last group takes 6.7 s and would end by the 20 s budget; it takes 12 s (session 17: a 16384x8192x8192 sweep,
+    started because of that rate, was killed with its work). Fitted on work, the pace leaves it out."""
+    import collect.runner
+
+    t = dataset.read(data_root, filter=(pc.field("kernel") == "matmul") & ~pc.field("exhaustive"))
+    by_gid = {}
+    for gid, p, dtype, c in zip(*(t[k].to_pylist() for k in ("group_id", "problem_json", "dtype", "config_json"))):
+        by_gid.setdefault(gid, (json.loads(p), dtype, []))[2].append(json.loads(c))
+    work = {gid: collect.runner.group_work(GroupPlan("matmul", p, d, (), False), H200) for gid, (p, d, _) in
+            by_gid.items()}
+    order = sorted(work, key=work.get)
+    small, small2, large = order[0], order[1], order[-1]
+    plan = [GroupPlan("matmul", by_gid[g][0], by_gid[g][1], tuple(by_gid[g][2][:n]), False)
+            for g, n in ((small, 4), (large, 4), (small2, 4))]
+    plan.append(GroupPlan("matmul", plan[1].problem, plan[1].dtype, tuple(by_gid[large][2][4:12]), False))
+    clock = [1000.0]
+    bench = ReplayBenchmarker(t)
+    replay = bench.measure
+
+    def measure(family, problem, dtype, configs):
+        w = collect.runner.group_work(GroupPlan(family, problem, dtype, (), False), H200)
+        clock[0] += len(configs) * (0.5 + w / work[large])
+        return replay(family, problem, dtype, configs)
+
+    monkeypatch.setattr(bench, "measure", measure)
+    monkeypatch.setattr(collect.runner.time, "time", lambda: clock[0])
+    m = run_plan(plan, tmp_path / "data", bench, H200, run_id="r1", time_budget_s=20.0)
+    assert m["state"] == "budget" and m["groups_measured"] == 3 and m["measured"] == 12
+    assert 1010.0 <= clock[0] < 1010.1  # the small problem's work adds a little
+
+
 # --- 8: a plan sweeps no more groups than asked -----------------------------------------------------------------
 
 def test_exhaustive_groups_are_the_share_rounded_down():
