@@ -304,13 +304,13 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
     this run's pace says would end after that many seconds (``Pace``; state "budget"; --resume carries on later)."""
     recorder = GroupRecorder(bench, hw, run_id)
     items = plan_work(plan, hw, (lambda gids: dataset.measured_pairs(out, gids)) if resume else None)
-    for w in items:
-        bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
     writer = dataset.ShardWriter(out, run_id, flush_rows)
     t0, state, pace = time.perf_counter(), "complete", Pace()
     deadline = None if time_budget_s is None else time.time() + time_budget_s
     pending = list(items)
-    try:
+    try:  # from here a stopped run writes its manifest (the timing worker's start, in prefetch, takes seconds)
+        for w in items:
+            bench.prefetch(w.group.family, w.group.problem, w.group.dtype, w.todo)
         with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
             while pending:
                 w = pending.pop(next_ready(bench, pending))

@@ -204,53 +204,70 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
         raise CostModelError("--complete measures the whole-space groups in a local --out: not with --active, "
                              "--dask or Helion kernels")
 
+    stopped_by: list[int] = []
+    run_ids: list[str] = []  # this command's runs (two with --active), whose manifests a stopped command reports
+
     def stop(signum, frame):  # a kill (SIGTERM) flushes buffered rows and the manifest, as Ctrl-C does
+        stopped_by.append(signum)
         raise KeyboardInterrupt
 
+    def next_run_id() -> str:
+        run_ids.append(new_run_id())
+        return run_ids[-1]
+
     signal.signal(signal.SIGTERM, stop)
-    device = "cpu" if interpreting() else "cuda"
-    dtype_list = dtypes.split(",") if dtypes else None
-    if dask_address:
-        from collect import cluster
-        from costmodel.model import dask_client as connect
+    try:
+        device = "cpu" if interpreting() else "cuda"
+        dtype_list = dtypes.split(",") if dtypes else None
+        if dask_address:
+            from collect import cluster
+            from costmodel.model import dask_client as connect
 
-        with connect(dask_address) as dask_client:
-            hw = cluster.cluster_hardware(dask_client, device == "cpu")
-            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
-            _check_where_left_problems(plan, names, bounds)
-            summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: cluster.run_dask(
-                p, out, hw, dask_client, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                timeout_s=timeout, time_budget_s=budget, eager=eager))
-    else:
-        workers = None
-        if gpus:
-            from collect.parallel import resolve_gpus
-
-            workers = resolve_gpus(gpus, device == "cpu")
-        hw = hardware.INTERPRETER if device == "cpu" else hardware.current(hint="collect measures on a GPU: run "
-                                                                            "it on a GPU host")
-        if complete:
-            from collect.plan import complete_plan
-
-            plan = complete_plan(out, names, dtype_list, hw, where)
-            if not plan:
-                raise CostModelError(f"--complete: {out} holds no whole-space group of {', '.join(names)} within "
-                                     "the bounds")
+            with connect(dask_address) as dask_client:
+                hw = cluster.cluster_hardware(dask_client, device == "cpu")
+                plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where)
+                _check_where_left_problems(plan, names, bounds)
+                summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget,
+                                     lambda p, budget: cluster.run_dask(
+                                         p, out, hw, dask_client, run_id=next_run_id(), resume=resume, seed=seed,
+                                         console=err_console, timeout_s=timeout, time_budget_s=budget, eager=eager))
         else:
-            plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where,
-                             device=device)
-            _check_where_left_problems(plan, names, bounds)
-        if workers:
-            from collect.parallel import run_parallel
+            workers = None
+            if gpus:
+                from collect.parallel import resolve_gpus
 
-            summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_parallel(
-                p, out, hw, workers, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                timeout_s=timeout, time_budget_s=budget, eager=eager))
-        else:
-            with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed, eager=eager) as bench:
-                summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget, lambda p, budget: run_plan(
-                    p, out, bench, hw, run_id=new_run_id(), resume=resume, seed=seed, console=err_console,
-                    time_budget_s=budget))
+                workers = resolve_gpus(gpus, device == "cpu")
+            hw = hardware.INTERPRETER if device == "cpu" else hardware.current(hint="collect measures on a GPU: run "
+                                                                                "it on a GPU host")
+            if complete:
+                from collect.plan import complete_plan
+
+                plan = complete_plan(out, names, dtype_list, hw, where)
+                if not plan:
+                    raise CostModelError(f"--complete: {out} holds no whole-space group of {', '.join(names)} within "
+                                         "the bounds")
+            else:
+                plan = make_plan(names, groups, configs_per_group, dtype_list, seed, hw, exhaustive_share, where=where,
+                                 device=device)
+                _check_where_left_problems(plan, names, bounds)
+            if workers:
+                from collect.parallel import run_parallel
+
+                summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget,
+                                     lambda p, budget: run_parallel(
+                                         p, out, hw, workers, run_id=next_run_id(), resume=resume, seed=seed,
+                                         console=err_console, timeout_s=timeout, time_budget_s=budget, eager=eager))
+            else:
+                with IsolatedBenchmarker(hw, device=device, timeout_s=timeout, seed=seed, eager=eager) as bench:
+                    summary = _run_plans(plan, hw, out, active, model_ref, seed, time_budget,
+                                         lambda p, budget: run_plan(
+                                             p, out, bench, hw, run_id=next_run_id(), resume=resume, seed=seed,
+                                             console=err_console, time_budget_s=budget))
+    except KeyboardInterrupt:
+        # stopped (Ctrl-C, or a kill such as `timeout`'s): the run wrote its manifest; --json still prints it, so a
+        # caller reading stdout learns what was published (session 17: a device call's timeout left it empty)
+        _emit_stopped(out, run_ids, as_json)
+        sys.exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT))
     summary.pop("plan", None)  # the probe run of --active 0 had it taken already
     if summary.get("skipped_already_measured"):
         err_console.print(f"skipped {summary['skipped_already_measured']} pairs already in {out} (--remeasure "
@@ -259,6 +276,22 @@ def collect(kernels_, groups, configs_per_group, exhaustive_share, dtypes, out, 
     table.add_row(summary["run_id"], str(summary["groups"]), str(summary["measured"]), str(summary["counts"]["ok"]),
                   str(summary["measured"] - summary["counts"]["ok"]), str(summary["ok_per_s"]), str(summary["wall_s"]))
     _emit(summary, as_json, table)
+
+
+def _emit_stopped(out: str, run_ids: list[str], as_json: bool) -> None:
+    """What a stopped collect published: its last run's manifest (state "interrupted"), as a finished one prints."""
+    from pathlib import Path
+
+    manifest = Path(out) / "_manifests" / f"{run_ids[-1]}.json" if run_ids and "://" not in out else None
+    if manifest is None or not manifest.exists():
+        err_console.print("collect stopped before a run began: nothing was published")
+        _emit({"run_id": None, "state": "interrupted", "groups_measured": 0, "measured": 0}, as_json)
+        return
+    summary = json.loads(manifest.read_text())
+    summary.pop("plan", None)
+    err_console.print(f"collect stopped: run {summary['run_id']} published {summary.get('groups_measured', 0)} "
+                      f"groups ({manifest})")
+    _emit(summary, as_json)
 
 
 def _run_plans(plan: list, hw, out: str, active: int | None, model_ref: str | None, seed: int,

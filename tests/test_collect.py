@@ -146,6 +146,32 @@ def test_kill_between_flushes_loses_only_the_shard_in_flight_and_resume_fills_th
     assert set(t["run_id"].to_pylist()) == {"first", "second"}
 
 
+def test_a_killed_collect_still_prints_what_it_published(tmp_path):
+    """`timeout` stops a collect with SIGTERM: the run writes its manifest and --json prints it on stdout, with exit
+    status 143 (session 17: a device call's timeout left the collect's stdout empty; its manifest said what the
+    14 groups it published were)."""
+    out, err = tmp_path / "data", tmp_path / "stderr.txt"
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
+    with open(err, "w") as stderr:
+        proc = subprocess.Popen([sys.executable, "-m", "costmodel", "collect", "--kernel", "softmax", "--groups", "40",
+                                 "--configs-per-group", "3", "--exhaustive-share", "0", "--where", "M<=8", "--where", "N<=4096",
+                                 "--out", str(out), "--json"],
+                                env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and "plan:" not in err.read_text():
+            time.sleep(0.1)
+        time.sleep(15)  # into the run: the timing worker starts (3-4 s), then a small group takes about a second
+        proc.send_signal(signal.SIGTERM)
+        stdout, _ = proc.communicate(timeout=60)
+    assert proc.returncode == 128 + signal.SIGTERM, err.read_text()[-2000:]
+    summary = json.loads(stdout)
+    manifest = json.loads((out / "_manifests" / f"{summary['run_id']}.json").read_text())
+    assert summary["state"] == "interrupted"
+    assert summary == {k: v for k, v in manifest.items() if k != "plan"}
+    published = dataset.read(out).num_rows if summary["groups_measured"] else 0
+    assert published == summary["measured"] and 0 < summary["groups_measured"] < summary["groups"]
+
+
 def test_corrupt_or_foreign_parquet_is_a_clear_error(tmp_path):
     part = tmp_path / "gpu=nvidia-h200" / "kernel=matmul"
     part.mkdir(parents=True)
