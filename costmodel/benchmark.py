@@ -710,6 +710,10 @@ class IsolatedBenchmarker:
     # timing): how a collector shows whether its compile processes keep the GPU busy
     waited_s: float = field(default=0.0, init=False)
     timed_s: float = field(default=0.0, init=False)
+    # of timed_s, the seconds from handing a group to the worker to its first config: the worker's set-up of the
+    # group (inputs, the torch reference), and its own start when it was not up yet. A cold tune's first round
+    # took about 170 ms a config against 11 ms in sweeps (session 16); this says how much of it is set-up
+    setup_s: float = field(default=0.0, init=False)
 
     def __post_init__(self):
         workers = self.compile_workers or hardware.compile_workers(hardware.usable_cores())
@@ -845,14 +849,14 @@ class IsolatedBenchmarker:
                 self._start()
             self._conn.send(("group", family, problem, dtype, [(i, configs[i]) for i in todo], self.hw.as_dict(),
                              self.seed))
-            todo = self._collect(todo, results, configs)
+            todo = self._collect(todo, results, configs, time.perf_counter())
         self.timed_s += time.perf_counter() - t1
         for i, c in compile_s.items():  # the pool's compile time; the worker's first launch only loaded it
             results[i].compile_s = c
 
-    def _collect(self, todo: list[int], results: list, configs: list[Config]) -> list[int]:
-        """Read the worker's answers for one group; on a hang or death record the config in flight, restart,
-        and return what is left."""
+    def _collect(self, todo: list[int], results: list, configs: list[Config], sent: float) -> list[int]:
+        """Read the worker's answers for one group, handed to it at ``sent`` (``time.perf_counter()``); on a hang or
+        death record the config in flight, restart, and return what is left."""
         in_flight, started = None, False
         deadline = time.monotonic() + self.timeout_s * 4  # group set-up (inputs, reference) before the first config
         while True:
@@ -879,6 +883,8 @@ class IsolatedBenchmarker:
                                    "stopped, as later times would share the GPU with it (what was measured is kept)")
                 return [i for i in todo if results[i] is None]
             if msg[0] == "start":
+                if not started:
+                    self.setup_s += time.perf_counter() - sent
                 in_flight, started = msg[1], True
                 deadline = time.monotonic() + self.timeout_s
             elif msg[0] == "result":

@@ -67,7 +67,9 @@ class TuneResult:
     default_latency_ms: float | None  # the default config's time under the objective
     wall_s: float
     compile_s: float  # summed over the configs compiled (in parallel)
-    phases_s: dict = field(default_factory=dict)  # seconds: rank, compile (wait for the top-k), time, finalists
+    # seconds: rank, compile (wait for the top-k), time (of it time_setup: the worker setting the group up), second,
+    # finalists
+    phases_s: dict = field(default_factory=dict)
     predicted_rank: list[dict] = field(default_factory=list)  # the top-k: config, rank, measured ms, status
     exhaustive_best_ms: float | None = None
     # {"ran": bool, "configs": timed in it, "batch": configs picked for it (those not compiled by the budget's
@@ -301,9 +303,10 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     top = space.first_batch(fam, ranked, k, explore)
     extra = [] if default in top or default not in ranked else [default]
     compile_wait_s = compile_ahead(bench, family, problem, dtype, top + extra)
-    t_compiled = time.perf_counter()
+    t_compiled, setup0 = time.perf_counter(), getattr(bench, "setup_s", 0.0)
     first = bench.measure(family, problem, dtype, top + extra)
     t_measured = time.perf_counter()
+    setup_s = getattr(bench, "setup_s", 0.0) - setup0  # of the first round's timing, the worker's group set-up
 
     disagree = disagreement([objective_ms(m, objective) if m.ok else None for m in first[: len(top)]])
     batch = _second_batch(ranked, table, scores, first, k, objective) if disagree["disagrees"] else []
@@ -352,7 +355,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         default_latency_ms=objective_ms(default_m, objective) if default_m is not None and default_m.ok else None,
         wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first + second)),
         phases_s={"rank": t_ranked - t0, "compile": compile_wait_s, "time": t_measured - t_compiled,
-                  "second": t_second - t_measured, "finalists": t_finalists - t_second},
+                  "time_setup": setup_s, "second": t_second - t_measured, "finalists": t_finalists - t_second},
         predicted_rank=[{"rank": rank_of[canonical_json(m.config)], "config": m.config, "status": m.status,
                          "latency_ms": objective_ms(m, objective), "graph_ms": m.latency_ms, "eager_ms": m.eager_ms}
                         for m in first[: len(top)]],
