@@ -348,6 +348,13 @@ def _rows_table(header: list[str], rows: list[list[str]], title: str) -> Table:
     return table
 
 
+def _kind_splits(meta: dict) -> dict:
+    """The kind splits ``train`` ran beside the model (each kind of shape held out whole, a fresh model trained on
+    the rest of the same data), by kind, each with that data's hash; empty for a model trained without them."""
+    return {k.removeprefix("kind_"): {**v, "data_hash": meta.get("data", {}).get("hash")}
+            for k, v in meta.get("extra_splits", {}).items() if k.startswith("kind_")}
+
+
 def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
     """``result`` as JSON, or the report tables: the headline figures per kernel family, model vs baselines at
     each k, and what their columns mean (full width below the tables, not a caption squeezed to theirs)."""
@@ -363,6 +370,10 @@ def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
                f"{e.fmt(summary.get('ndcg_at_8'))}, Kendall tau {e.fmt(summary.get('kendall_tau'))}; "
                f"groups whose shape has a group in training: {e.fmt(summary.get('twin_groups'))}\n"
                f"over groups {e.truth_line(summary)}")
+    for kind, r in summary.get("kind_splits", {}).items():
+        figures += (f"\n{kind} shapes held out whole (a fresh model trained on the rest, at training): top8 "
+                    f"{e.fmt(r.get('top8_exhaustive'))} over {r.get('exhaustive_groups')} whole-space groups, "
+                    f"{e.fmt(r.get('top8_score'))} over all {r.get('groups')}")
     for part in (per_kernel, overall, figures, Text(f"{e.COMPARISON_LEGEND}\n{e.KERNEL_LEGEND}", style="dim")):
         err_console.print(part)
 
@@ -473,6 +484,8 @@ def evaluate(data, model_ref, how, kind, plots, seed, as_json):
         ev = evaluation.evaluate_split(table, how, gpu, dataclasses.replace(model.FAST, seed=seed), seed,
                                        lambda line: click.echo(line, err=True), kind or "unaligned")
     summary = {"gpu": gpu, "model": None if cm is None or how != "heldout" else str(cm.path), **ev.summary()}
+    if how == "heldout":  # beside them, how the model's recipe did on kinds of shape it never saw (fresh models)
+        summary["kind_splits"] = _kind_splits(cm.meta)
     if plots:
         from costmodel.plots import write_plots
 

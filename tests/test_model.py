@@ -339,6 +339,23 @@ def _best_of_top(cm: model.CostModel, rows: pa.Table, k: int) -> float:
     return float(lat.min() / lat[top].min())
 
 
+def test_evaluate_reports_the_kind_splits_beside_the_held_out_figures(trained, slice_root, cli):
+    """Issue 16's acceptance: `evaluate --json` on a model reports, beside its held-out figures, the splits that
+    held a kind of shape out whole, as train measured them on the same data (fresh models)."""
+    out, result, _ = trained
+    kinds = {k.removeprefix("kind_"): v for k, v in result.items() if k.startswith("kind_")}
+    assert kinds, "train runs the kind splits by default"
+    code, stdout, stderr = cli("evaluate", "--data", str(slice_root), "--model", str(out), "--json")
+    assert code == 0, stderr
+    r = json.loads(stdout)
+    assert set(r["kind_splits"]) == set(kinds)
+    for kind, v in kinds.items():
+        assert r["kind_splits"][kind]["top8_exhaustive"] == v["top8_exhaustive"]
+        assert r["kind_splits"][kind]["data_hash"] == result["data_hash"]
+    code, _, stderr = cli("evaluate", "--data", str(slice_root), "--model", str(out))
+    assert code == 0 and all(f"{kind} shapes held out whole" in stderr for kind in kinds)
+
+
 def test_evaluate_reports_figures_over_exhaustive_groups_apart(trained, slice_root, cli):
     """Issue 16: 65 of 91 held-out groups were samples of 30-100 configs whose 'best' is the sample's; the
     figures over groups measured over the whole space are reported apart, overall and per family, and come from
