@@ -235,6 +235,10 @@ def summarise(rows: list[dict]) -> dict:
             "min_tune_score_raced": float(raced.min()) if len(raced) else None,
             "max_tune_wall_s": max(r["tune_wall_s"] for r in rows),
             "median_tune_command_s": statistics.median(commands) if commands else None,
+            # where a cold command's seconds go, phase by phase (time_setup, part of time, from session 17 on)
+            "median_tune_phases_s": {k: statistics.median(r["tune_phases_s"][k] for r in rows
+                                                          if k in (r.get("tune_phases_s") or {}))
+                                     for k in sorted({k for r in rows for k in r.get("tune_phases_s") or {}})},
             "geomean_tune_score": mean_of("tune_score"), "p10_tune_score": float(np.quantile(scores, 0.1)),
             "min_tune_score": float(scores.min()), "geomean_random8_score": mean_of("random8_score"),
             "geomean_default_score": mean_of("default_score"),

@@ -278,6 +278,20 @@ def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick(bench_tune)
     assert bench_tune.raced_score("rmsnorm", problem, dtype, configs[0], configs[:3], bench)["tune_score_raced"] == 1
 
 
+def test_bench_tune_summary_gives_each_phases_median_over_the_rows_that_have_it(bench_tune):
+    """The race's committed rows (session 15, H200) have no time_setup; a row that has it adds that phase alone.
+    The median command wall is the figure BENCHMARKS quotes (9.3 s)."""
+    rows = [json.loads(line) for f in ("s15", "s15b")
+            for line in (ROOT / f"scripts/results/bench_tune-h200-2026-12-01-{f}.jsonl").read_text().splitlines()]
+    phases = bench_tune.summarise(rows)["median_tune_phases_s"]
+    assert set(phases) == {"rank", "compile", "time", "second", "finalists"}
+    times = sorted(r["tune_phases_s"]["time"] for r in rows)  # 12 rows: the mean of the middle two
+    assert len(times) == 12 and phases["time"] == pytest.approx((times[5] + times[6]) / 2)
+    with_setup = {**rows[0], "tune_phases_s": {**rows[0]["tune_phases_s"], "time_setup": 0.5}}
+    assert bench_tune.summarise(rows + [with_setup])["median_tune_phases_s"]["time_setup"] == 0.5
+    assert round(bench_tune.summarise(rows)["median_tune_command_s"], 1) == 9.3
+
+
 def test_replay_tune_newer_groups_are_those_first_recorded_after_the_model():
     """replay_tune.py --newer: a group counts as unseen by a model only when its first row came after the model."""
     import pyarrow.compute as pc
