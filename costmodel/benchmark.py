@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import functools
+import json
 import math
 import multiprocessing as mp
 import os
@@ -660,19 +661,49 @@ def _group_measurer(family: str, problem: Problem, dtype: str, hw: HardwareRecor
     return lambda config: _measure_one(fam, problem, dtype, config, hw, inputs, ref, out, device, timing)
 
 
-def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
-    """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed)."""
-    import torch
+class _GroupSetup:
+    """The timing worker's set-up of its last group (inputs, the torch reference, the output: ``_group_measurer``),
+    kept for the next call on that group: a tune measures one group three times (first round, second round,
+    finalists), and its ``prepare`` sets the group up while the configs compile. A new group drops the old one's
+    tensors before making its own."""
 
+    def __init__(self, device: str, timing: dict):
+        self.device, self.timing, self.key, self.measure = device, timing, None, None
+
+    def get(self, family: str, problem: Problem, dtype: str, hw_dict: dict, seed: int):
+        import torch
+
+        key = json.dumps([family, problem, dtype, hw_dict, seed], sort_keys=True)
+        if key != self.key:
+            self.key, self.measure = None, None
+            if self.device != "cpu":
+                torch.cuda.empty_cache()
+            self.measure = _group_measurer(family, problem, dtype, HardwareRecord(**hw_dict), self.device,
+                                           self.timing, seed)
+            self.key = key
+        return self.measure
+
+
+def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
+    """Serve groups until told to stop: ("group", family, problem, dtype, [(idx, config)], hw, seed); ("prepare",
+    family, problem, dtype, hw, seed) sets a group up ahead and answers nothing (a failure there is left for the
+    group's own message to meet and report)."""
     _adopt_environment(env)
     if device != "cpu":
         _flush_buffer(device)  # CUDA context and flush buffer now, while the first group's configs compile
+    setup = _GroupSetup(device, timing)
     while True:
         msg = conn.recv()
         if msg[0] == "stop":
             return
+        if msg[0] == "prepare":
+            try:
+                setup.get(*msg[1:])
+            except Exception:  # noqa: BLE001 - the group's own message sets it up again and reports the failure
+                pass
+            continue
         _, family, problem, dtype, items, hw_dict, seed = msg
-        measure = _group_measurer(family, problem, dtype, HardwareRecord(**hw_dict), device, timing, seed)
+        measure = setup.get(family, problem, dtype, hw_dict, seed)
         for idx, config in items:
             conn.send(("start", idx))
             try:
@@ -683,9 +714,6 @@ def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
                     conn.send(("result", idx, asdict(m)))
                     os._exit(3)
             conn.send(("result", idx, asdict(m)))
-        del measure  # the group's inputs, reference and output
-        if device != "cpu":
-            torch.cuda.empty_cache()
         conn.send(("done",))
 
 
@@ -782,6 +810,13 @@ class IsolatedBenchmarker:
         submit = self._submitter(family, problem, dtype)
         for c in configs if submit else ():
             submit(c)
+
+    def prepare(self, family: str, problem: Problem, dtype: str) -> None:
+        """Have the timing worker set the group up now (inputs, the torch reference), while its configs compile:
+        its next measure then starts timing at once (``setup_s`` says what the set-up took where it did not)."""
+        if self._proc is None or not self._proc.is_alive():
+            self._start()
+        self._conn.send(("prepare", family, problem, dtype, self.hw.as_dict(), self.seed))
 
     def ready(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> bool:
         """Whether every config is compiled (or failed to), so measuring it would not wait on the pool."""

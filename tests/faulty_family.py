@@ -99,3 +99,13 @@ class Faulty(KernelFamily):
 
     def min_bytes(self, problem, dtype):
         return 8.0 * problem["N"]
+
+
+class SlowSetup(Faulty):
+    """Faulty whose torch reference takes a second: what setting a group up costs the timing worker."""
+
+    name = "slow_setup"
+
+    def reference(self, problem, inputs):
+        time.sleep(1.0)
+        return super().reference(problem, inputs)

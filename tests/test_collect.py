@@ -89,6 +89,25 @@ def test_failures_are_recorded_and_the_run_goes_on():
     assert all(m.latency_ms is not None for m in ms if m.ok)
 
 
+def test_the_worker_sets_a_group_up_once_and_ahead_when_asked():
+    """A tune measures one group three times, and its first round waited for the group's set-up (inputs, the torch
+    reference) after its compiles. The worker now keeps the set-up for the next call on the group, and sets a group
+    up ahead when asked (``prepare``), while the configs compile."""
+    fam, cfgs = "faulty_family:SlowSetup", [{"BLOCK": 16, "FAULT": 0}]  # its reference takes a second
+    with IsolatedBenchmarker(HW, device="cpu") as bench:
+        def setup_s(problem):
+            before = bench.setup_s
+            assert all(m.ok for m in bench.measure(fam, problem, "float32", cfgs))
+            return bench.setup_s - before
+
+        assert setup_s({"N": 100}) >= 1.0  # set up in the group's own call
+        assert setup_s({"N": 100}) < 0.5  # kept for the next call on that group
+        bench.prepare(fam, {"N": 101}, "float32")
+        time.sleep(2.0)
+        assert setup_s({"N": 101}) < 0.5  # set up ahead
+        assert setup_s({"N": 100}) >= 1.0  # another group's: set up again
+
+
 def test_interpreter_collect_end_to_end(tmp_path):
     hw, rng = INTERPRETER, np.random.default_rng(0)
     plan = []

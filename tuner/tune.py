@@ -302,6 +302,8 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
     explore = min(EXPLORE, k // 2) if explore is None else explore  # a small k stays mostly the model's top
     top = space.first_batch(fam, ranked, k, explore)
     extra = [] if default in top or default not in ranked else [default]
+    if hasattr(bench, "prepare"):  # the timing worker sets the group up while the configs compile
+        bench.prepare(family, problem, dtype)
     compile_wait_s = compile_ahead(bench, family, problem, dtype, top + extra)
     t_compiled, setup0 = time.perf_counter(), getattr(bench, "setup_s", 0.0)
     first = bench.measure(family, problem, dtype, top + extra)
