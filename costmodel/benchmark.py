@@ -714,6 +714,7 @@ def _worker_main(conn, device: str, timing: dict, env: dict[str, str]) -> None:
                     conn.send(("result", idx, asdict(m)))
                     os._exit(3)
             conn.send(("result", idx, asdict(m)))
+        del measure  # ``setup`` holds the group's tensors: the next group's set-up frees them before making its own
         conn.send(("done",))
 
 
