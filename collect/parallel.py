@@ -212,14 +212,15 @@ def _worker_main(conn, slot: int, out: str, run_id: str, hw_dict: dict, opts: Wo
                 while conn.poll():
                     take(conn.recv())
                 item = held.pop(runner.next_ready(bench, held))
-                if not pace.ends_by(opts.deadline, len(item.todo), runner.group_work(item.group, hw)):
+                work = runner.group_work(item.group, hw)
+                if not pace.ends_by(opts.deadline, len(item.todo), work):
                     conn.send(("skipped", item.index))
                     continue
                 conn.send(("start", item.index))
                 pace.begin()
                 timed0 = bench.timed_s
                 conn.send(("measured", item.index, *measure_item(item, recorder, writer, out), stats()))
-                pace.measured(len(item.todo), runner.group_work(item.group, hw), bench.timed_s - timed0)
+                pace.measured(len(item.todo), work, bench.timed_s - timed0)
                 measured_any = True
                 report()
         except (KeyboardInterrupt, EOFError, BrokenPipeError):

@@ -314,7 +314,8 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
         with CollectProgress(console, sum(len(w.todo) for w in items)) as view:
             while pending:
                 w = pending.pop(next_ready(bench, pending))
-                if not pace.ends_by(deadline, len(w.todo), group_work(w.group, hw)):
+                work = group_work(w.group, hw)
+                if not pace.ends_by(deadline, len(w.todo), work):
                     state = "budget"  # a smaller group further on may still fit
                     continue
                 view.describe(w.describe())
@@ -326,7 +327,7 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
                     writer.add(hw.gpu, w.group.family, rows_before_stuck(recorder, w, w.todo, e))
                     state = "gpu_stuck"
                     raise
-                pace.measured(len(w.todo), group_work(w.group, hw), None if timed0 is None else bench.timed_s - timed0)
+                pace.measured(len(w.todo), work, None if timed0 is None else bench.timed_s - timed0)
                 writer.add(hw.gpu, w.group.family, rows)
                 view.update(recorder.counts, best_ms(ms))
         writer.flush()
