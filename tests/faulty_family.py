@@ -109,3 +109,11 @@ class SlowSetup(Faulty):
     def reference(self, problem, inputs):
         time.sleep(1.0)
         return super().reference(problem, inputs)
+
+
+class SlowGroups(SlowSetup):
+    """SlowSetup without the faults: every group sets up for a second and then runs correctly, so a collect of many
+    groups lasts at least that many seconds on any machine (a run to stop mid-way)."""
+
+    name = "slow_groups"
+    knobs = (Knob("BLOCK", (16, 32)), Knob("FAULT", (0,)))

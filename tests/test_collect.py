@@ -171,16 +171,16 @@ def test_a_killed_collect_still_prints_what_it_published(tmp_path):
     status 143 (session 17: a device call's timeout left the collect's stdout empty; its manifest said what the
     14 groups it published were)."""
     out, err = tmp_path / "data", tmp_path / "stderr.txt"
-    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": str(ROOT)}
-    with open(err, "w") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "costmodel", "collect", "--kernel", "softmax", "--groups", "40",
-                                 "--configs-per-group", "3", "--exhaustive-share", "0", "--where", "M<=8", "--where", "N<=4096",
+    env = {**os.environ, "TRITON_INTERPRET": "1", "PYTHONPATH": f"{Path(__file__).parent}:{ROOT}"}
+    with open(err, "w") as stderr:  # 40 groups of at least a second each (session 18: 33 softmax groups ended in 11 s)
+        proc = subprocess.Popen([sys.executable, "-m", "costmodel", "collect", "--kernel", "faulty_family:SlowGroups",
+                                 "--groups", "40", "--configs-per-group", "2", "--exhaustive-share", "0",
                                  "--out", str(out), "--json"],
                                 env=env, cwd=tmp_path, stdout=subprocess.PIPE, stderr=stderr, text=True)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None and "plan:" not in err.read_text():
             time.sleep(0.1)
-        time.sleep(15)  # into the run: the timing worker starts (3-4 s), then a small group takes about a second
+        time.sleep(15)  # into the run: the timing worker starts (3-4 s), then each group takes a second or more
         proc.send_signal(signal.SIGTERM)
         stdout, _ = proc.communicate(timeout=60)
     assert proc.returncode == 128 + signal.SIGTERM, err.read_text()[-2000:]
