@@ -1,13 +1,15 @@
 """The Helion cost model on one GPU's Helion rows: leave-one-kernel-out and held-out-shape evaluation, and (with
 --out / --ship) a model trained on every group (CPU).
 
-    python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N] [--json]
+    python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N]
+        [--together helion:swiglu,helion:geglu ...] [--json]
 
 Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
 kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
 latency among the model's top k) beside the expected best of k random configs. Held-out shapes (JSON key
 "held_out_shapes"): what the tuner meets, kernels it saw and shapes it did not; each shape (every dtype of it) in
-one of 3 folds by its hash, each fold ranked by a model fitted on the other folds. --seed: the boosting seed of
+one of 3 folds by its hash, each fold ranked by a model fitted on the other folds. --together K1,K2 (JSON
+"held_out_together"): those kernels held out at once, ranked by a model fitted on the rest. --seed: the boosting seed of
 every fit (the evaluations' spread across seeds is large on this little data: compare runs over several). --ship writes
 costmodel/models/<gpu>/helion/ (ship only a model trained on real rows of enough kernels). Prints a table on
 stderr, and with --json one JSON object on stdout. Bad input: one line on stderr, exit status 2."""
@@ -32,13 +34,16 @@ def run(args) -> dict:
     if args.trees:
         params = dataclasses.replace(params, n_estimators=args.trees, valid_fraction=0.0)
     out = {"gpu": gpu, "rows": table.num_rows, "seed": args.seed, **helion_model.leave_one_kernel_out(table, params),
-           "held_out_shapes": helion_model.held_out_shapes(table, params)}
+           "held_out_shapes": helion_model.held_out_shapes(table, params),
+           "held_out_together": [helion_model.leave_kernels_out(table, ks.split(","), params) for ks in args.together]}
     where = helion_model.model_dir(gpu) if args.ship else args.out
     if where:
         hw = dataset.hw_from_row(table.slice(0, 1).to_pylist()[0]).as_dict()
         booster, meta = helion_model.train(table, gpu, hw, params, evaluate=False)
         meta["metrics"] = {k: v for k, v in out.items() if k not in ("gpu", "rows", "per_group")}
         meta["metrics"]["held_out_shapes"] = {k: v for k, v in out["held_out_shapes"].items() if k != "per_group"}
+        meta["metrics"]["held_out_together"] = [{k: v for k, v in res.items() if k != "per_group"}
+                                                for res in out["held_out_together"]]
         out["model"] = str(model.save(where, booster, meta))
     return out
 
@@ -66,6 +71,8 @@ def main(argv=None) -> int:
                    "on 15%% of the groups) instead of the Helion model's (helion.model.PARAMS)")
     p.add_argument("--seed", type=int, default=0, help="boosting seed of every fit (default 0)")
     p.add_argument("--trees", type=int, default=None, help="this many trees, no early stopping (the recipe's count)")
+    p.add_argument("--together", action="append", default=[], metavar="K1,K2",
+                   help="also hold these kernels out together (e.g. helion:swiglu,helion:geglu); repeatable")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:
@@ -73,7 +80,8 @@ def main(argv=None) -> int:
     except CostModelError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    for title, res in (("leave one kernel out", out), ("held-out shapes", out["held_out_shapes"])):
+    for title, res in (("leave one kernel out", out), ("held-out shapes", out["held_out_shapes"]),
+                       *(("held out together", res) for res in out["held_out_together"])):
         _table(title, res)
     if args.json:
         print(json.dumps(out))

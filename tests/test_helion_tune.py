@@ -27,6 +27,7 @@ from helion.autotuner import cache_classes, local_cache, search_algorithms  # no
 from helion.autotuner.logger import AutotuningLogger  # noqa: E402
 
 from costmodel import dataset, model  # noqa: E402
+from costmodel.errors import CostModelError  # noqa: E402
 from costmodel.helion import configs, families, features  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
 from tuner import helion as htune  # noqa: E402
@@ -505,3 +506,20 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     small = run("tune", "rms_norm")
     assert small["rel_err"] <= small["tolerance"] and small["last"]["candidates"] == 300
     _verified(small)
+
+
+def test_kernels_held_out_together_on_recorded_rows(rows):
+    """Two kernels held out at once: each of their groups ranked once, by a model that saw neither; a kernel
+    without rows, or holding out every kernel, is a clear error."""
+    kernels = sorted(set(rows["kernel"].to_pylist()))
+    pair = kernels[:2]
+    out = helion_model.leave_kernels_out(rows, pair, model.FAST)
+    held = sorted(set(rows.filter(pc.is_in(rows["kernel"], pa.array(pair)))["group_id"].to_pylist()))
+    assert sorted(g["group_id"] for g in out["per_group"]) == held and out["groups"] == len(held)
+    assert set(out["per_kernel"]) == set(pair) and out["train_groups"] == len(set(rows["group_id"].to_pylist())) - len(held)
+    for m in out["per_kernel"].values():
+        assert 0 < m["top1_score"] <= m["top8_score"] <= 1
+    with pytest.raises(CostModelError, match="no rows of helion:nope"):
+        helion_model.leave_kernels_out(rows, [pair[0], "helion:nope"], model.FAST)
+    with pytest.raises(CostModelError, match="leaves no kernel"):
+        helion_model.leave_kernels_out(rows, kernels, model.FAST)

@@ -165,6 +165,24 @@ def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = PARAMS,
     return {"split": "kernel", **_summary(every), "per_kernel": per_kernel, "per_group": every}
 
 
+def leave_kernels_out(table: pa.Table, kernels: list[str], params: model.TrainParams = PARAMS,
+                      fs: model.FeatureSet = FEATURES) -> dict:
+    """Fit on every other kernel's groups, rank the groups of ``kernels`` held out together: so that one of two
+    alike kernels (swiglu and geglu, two gated activations) cannot teach the model the other. Per kernel and over
+    all, as ``leave_one_kernel_out``."""
+    present = set(pc.unique(table["kernel"]).to_pylist())
+    if missing := sorted(set(kernels) - present):
+        raise CostModelError(f"no rows of {', '.join(missing)} to hold out; the data has {', '.join(sorted(present))}")
+    if not present - set(kernels):
+        raise CostModelError(f"holding out {', '.join(kernels)} leaves no kernel to train on")
+    held = np.asarray(pc.is_in(table["kernel"], pa.array(list(kernels))))
+    kernel_of = dict(zip(table["group_id"].to_pylist(), table["kernel"].to_pylist()))
+    every = [{**g, "kernel": kernel_of[g["group_id"]]} for g in _rank_held_out(table, held, params, fs)]
+    per_kernel = {k: _summary([g for g in every if g["kernel"] == k]) for k in sorted(kernels)}
+    return {"split": "kernels " + "+".join(sorted(kernels)), **_summary(every), "per_kernel": per_kernel,
+            "train_groups": len(pc.unique(table.filter(pa.array(~held))["group_id"])), "per_group": every}
+
+
 def shape_folds(table: pa.Table, folds: int) -> np.ndarray:
     """Per row, its fold in [0, folds): a hash of (kernel, problem), so every dtype of a shape (and every group
     of it) falls in one fold, and a shape keeps its fold whatever else the data holds."""
