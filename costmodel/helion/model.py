@@ -158,10 +158,9 @@ def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = PARAMS,
         raise CostModelError(f"leave-one-kernel-out needs two Helion kernels or more, the data has {kernels}")
     per_kernel, every = {}, []
     for k in kernels:
-        held = np.asarray(pc.equal(table["kernel"], k))
-        groups = _rank_held_out(table, held, params, fs)
-        per_kernel[k] = {**_summary(groups), "train_groups": len(pc.unique(table.filter(pa.array(~held))["group_id"]))}
-        every += [{**g, "kernel": k} for g in groups]
+        res = leave_kernels_out(table, [k], params, fs)
+        per_kernel[k] = {**res["per_kernel"][k], "train_groups": res["train_groups"]}
+        every += res["per_group"]
     return {"split": "kernel", **_summary(every), "per_kernel": per_kernel, "per_group": every}
 
 
