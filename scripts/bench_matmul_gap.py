@@ -9,10 +9,16 @@ Rows are appended to --out as each shape is done, so a call cut short keeps what
 With ``--knob K=V`` only the configs with that value are swept (a new knob's part of the space: its best against
 torch.matmul is a lower bound of the whole space's best against it); ``--previous FILE`` races, in this call too, the
 best config a former run's row found for the same shape (``previous_*`` keys), so both parts are set against torch
-in one call. Usage on a GPU host:
+in one call.
+
+``--no-sweep`` (with ``--previous``) sweeps nothing: each shape's best config is the one a former whole-space sweep
+found (``best_from`` its date), set against torch.matmul in this call. That is what fits every shape in one device
+call (a sweep takes 1-2 minutes a shape). ``--tune-k K`` also runs a cold ``costmodel tune -k K`` per shape in a new
+process (an empty Triton cache) and races its pick against the best config (and the previous one) in alternating
+rounds of the benchmarker (``tune_score_raced``: the best's median over the pick's). Usage on a GPU host:
 
     PYTHONPATH=. python3 scripts/bench_matmul_gap.py [--only 0,5] [--knob WARP_SPECIALIZE=1] [--previous rows.jsonl] \
-        [--out bench_matmul_gap.jsonl]
+        [--no-sweep] [--tune-k 8] [--out bench_matmul_gap.jsonl]
 """
 
 from __future__ import annotations
@@ -25,9 +31,10 @@ from pathlib import Path
 import click
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from benchlib import against_torch, best_by_shape, log, shape_key, time_all  # noqa: E402
+from benchlib import (against_torch, best_by_shape, cold_triton_cache, log, raced_score, shape_key,  # noqa: E402
+                      time_all, triton_caches, tune_in_new_process)
 
-from costmodel import benchmarks, hardware, space  # noqa: E402
+from costmodel import benchmarks, space  # noqa: E402
 from costmodel.benchmark import IsolatedBenchmarker  # noqa: E402
 from costmodel.kernels import get_family  # noqa: E402
 
@@ -35,9 +42,14 @@ CONTROL = ("matmul", {"M": 5120, "N": 5120, "K": 5120}, "float16")  # issue 17: 
 SHAPES = [*benchmarks.KERNEL_GAP, CONTROL]
 
 
-def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, knobs: dict, previous: dict | None) -> dict:
+def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, knobs: dict, previous: dict | None,
+                  sweep: bool = True) -> dict:
     configs = [c for c in space.enumerate_valid(get_family("matmul"), problem, dtype, hw)
                if all(c.get(k) == v for k, v in knobs.items())]
+    if not sweep:  # the former whole-space sweep's best, set against torch.matmul in this call
+        return {"problem": problem, "dtype": dtype, "knobs": previous.get("knobs", {}), "valid": len(configs),
+                "best_from": previous["date"], "best_config": previous["best_config"],
+                **against_torch(problem, dtype, previous["best_config"], hw)}
     if not configs:
         return {"problem": problem, "dtype": dtype, "knobs": knobs, "valid": 0}
     ms = time_all("matmul", problem, dtype, configs, bench, "configs", compile_first=False)  # the best is raced below
@@ -53,29 +65,50 @@ def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, kno
     return row
 
 
+def tune_against_best(problem: dict, dtype: str, row: dict, bench: IsolatedBenchmarker, cache: str, k: int) -> dict:
+    """A cold `costmodel tune -k k` of the shape, its pick raced against the row's best config (and the previous
+    run's best, where the row has it)."""
+    res, command_s = tune_in_new_process("matmul", problem, dtype, cache, k)
+    log(f"tuned (k {k}) in {res['wall_s']:.1f} s ({command_s:.1f} s the command): {res['best']['latency_ms']:.4f} ms")
+    best = [row["best_config"], *([row["previous_config"]] if row.get("previous_config") else [])]
+    return {"tune_k": k, "tune_wall_s": res["wall_s"], "tune_command_s": command_s, "tune_pick": res["best"]["config"],
+            "tune_pick_ms": res["best"]["latency_ms"],
+            **raced_score("matmul", problem, dtype, res["best"]["config"], best, bench)}
+
+
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the shapes (default: all)")
 @click.option("--knob", "knob_args", multiple=True, help="sweep only configs with this knob value, e.g. WARP_SPECIALIZE=1")
 @click.option("--previous", default=None, type=click.Path(exists=True, dir_okay=False),
               help="rows of a former run: race each shape's best config from it too")
+@click.option("--no-sweep", is_flag=True, help="sweep nothing: each shape's best is --previous's (shapes without "
+              "a row there are skipped)")
+@click.option("--tune-k", type=int, default=0, help="also a cold `costmodel tune -k K` per shape, raced against the best")
 @click.option("--out", default="bench_matmul_gap.jsonl", show_default=True, help="rows are appended here")
-def main(only: str, knob_args: tuple[str, ...], previous: str | None, out: str) -> None:
+def main(only: str, knob_args: tuple[str, ...], previous: str | None, no_sweep: bool, tune_k: int, out: str) -> None:
     chosen = [SHAPES[int(i)] for i in only.split(",")] if only else SHAPES
     knobs = {k: int(v) for k, v in (a.split("=") for a in knob_args)}
-    former = best_by_shape(previous)
-    hw = hardware.current()
-    with IsolatedBenchmarker(hw) as bench, open(out, "a") as sink:
+    if no_sweep and (knobs or not previous):
+        raise click.UsageError("--no-sweep takes each shape's best from --previous, and sweeps no --knob")
+    former = best_by_shape(previous, whole_space=no_sweep)
+    with triton_caches() as (hw, base, scratch), IsolatedBenchmarker(hw) as bench, open(out, "a") as sink:
         for _, problem, dtype in chosen:
             log(f"matmul {problem} {dtype} {knobs or ''}")
             prev = former.get(shape_key(problem, dtype))
+            if no_sweep and not prev:
+                log("no former row for this shape: skipped")
+                continue
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"),
-                   **measure_shape(problem, dtype, hw, bench, knobs, prev)}
+                   **measure_shape(problem, dtype, hw, bench, knobs, prev, sweep=not no_sweep)}
             if not row["valid"]:
                 log("no valid config with these knob values")
             else:
-                log(f"best of the part swept {row['best_ms']:.4f} ms; against torch.matmul {row['tune_vs_torch']:.3f} "
-                    f"(eager {row['tune_vs_torch_eager']:.3f}, graph {row['tune_vs_torch_graph']:.3f})"
-                    + (f"; the previous best {row['previous_tune_vs_torch']:.3f}" if prev else ""))
+                log(f"best {'of ' + row['best_from'] if no_sweep else 'of the part swept'}: against torch.matmul "
+                    f"{row['tune_vs_torch']:.3f} (eager {row['tune_vs_torch_eager']:.3f}, graph "
+                    f"{row['tune_vs_torch_graph']:.3f})"
+                    + (f"; the previous best {row['previous_tune_vs_torch']:.3f}" if "previous_tune_vs_torch" in row else ""))
+                if tune_k:
+                    row |= tune_against_best(problem, dtype, row, bench, cold_triton_cache(base, scratch), tune_k)
             sink.write(json.dumps(row, default=str) + "\n")
             sink.flush()
 

@@ -23,19 +23,16 @@ rows record the knob values their sweep covered, and --reused-space declares the
 from __future__ import annotations
 
 import json
-import os
 import statistics
-import subprocess
-import sys
-import tempfile
 import time
 
 import click
 import numpy as np
 
-from costmodel import benchmarks, dataset, hardware, model, space
+from costmodel import benchmarks, dataset, model, space
 from costmodel.evaluation import expected_best_of_random_k, geomean
-from benchlib import against_torch, cold_triton_cache, log, time_all
+from benchlib import (against_torch, cold_triton_cache, log, raced_score, time_all, triton_caches,
+                      tune_in_new_process)
 from costmodel.benchmark import IsolatedBenchmarker, Measurement
 from costmodel.kernels import get_family
 from tuner.decorator import to_triton
@@ -46,7 +43,7 @@ from tuner.decorator import to_triton
 PROBLEMS = benchmarks.TUNE_RACE
 # the two shapes triton.autotune and Helion quick also run on: one large square, one skinny (M <= 64)
 AUTOTUNE_SHAPES = ({"M": 4100, "N": 4100, "K": 4100}, {"M": 40, "N": 11008, "K": 4096})
-RACE_TOP, RACE_ROUNDS = 4, 7  # the sweep's fastest raced again with the tune's pick, in this many rounds
+RACE_TOP = 4  # the sweep's fastest raced again with the tune's pick (benchlib.RACE_ROUNDS rounds)
 
 
 def random8_ms(latencies: list[float]) -> float:
@@ -94,19 +91,6 @@ def helion_quick_matmul(problem: dict, dtype: str) -> dict:
     return {"wall_s": wall, "latency_ms": do_bench(lambda: matmul(a, b), return_mode="median")}
 
 
-def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str) -> tuple[dict, float]:
-    """`costmodel tune` as a user runs it, with an empty Triton cache: its JSON and the whole command's seconds.
-    It picks by GPU time (``--objective graph``), the time the sweep's exhaustive best is, so the two compare."""
-    shape = ",".join(f"{k}={v}" for k, v in problem.items())
-    t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", family, "--shape", shape, "--dtype",
-                           dtype, "--objective", "graph", "--no-cache", "--json"], env={**os.environ, "TRITON_CACHE_DIR": triton_cache},
-                          capture_output=True, text=True)
-    if proc.returncode:
-        raise RuntimeError(f"costmodel tune failed: {proc.stderr[-2000:]}")
-    return json.loads(proc.stdout), time.perf_counter() - t0
-
-
 REUSED_FIELDS = ("exhaustive_ok", "exhaustive_best_ms", "random8_ms", "triton_autotune_warm_compile_cache", "helion_quick")
 
 
@@ -126,29 +110,6 @@ def sweep(family: str, problem: dict, dtype: str, hw, bench: IsolatedBenchmarker
         out["triton_autotune_warm_compile_cache"] = triton_autotune_matmul(problem, dtype, hw)
         log(f"triton.autotune: {out['triton_autotune_warm_compile_cache']}")
     return out
-
-
-def race(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
-         rounds: int = RACE_ROUNDS) -> list[float]:
-    """Each config's median latency over ``rounds`` rounds of the same benchmarker, the order reversed every other
-    round; a failed measurement counts as infinitely slow."""
-    per: list[list[float]] = [[] for _ in configs]
-    for r in range(rounds):
-        order = list(range(len(configs)))[:: 1 if r % 2 == 0 else -1]
-        for i, m in zip(order, bench.measure(family, problem, dtype, [configs[i] for i in order])):
-            per[i].append(m.latency_ms if m.ok else float("inf"))
-    return [statistics.median(p) for p in per]
-
-
-def raced_score(family: str, problem: dict, dtype: str, tune_config: dict, fastest: list[dict],
-                bench: IsolatedBenchmarker) -> dict:
-    """The tune's pick against the sweep's fastest configs, raced in alternating rounds: a sweep's minimum over
-    thousands of single timings is biased low by their noise, and the tune's own timing came from another process."""
-    key = dataset.canonical_json
-    configs = [tune_config] + [c for c in fastest if key(c) != key(tune_config)]
-    ms = race(family, problem, dtype, configs, bench)
-    log(f"raced the pick against the sweep's fastest {len(configs) - 1}: {[round(t, 4) for t in ms]}")
-    return {"raced_configs": configs, "raced_ms": ms, "tune_score_raced": min(ms) / ms[0]}
 
 
 def swept_space(family: str) -> dict[str, list[int]]:
@@ -272,11 +233,7 @@ def main(only: str, helion: bool, autotune: bool, out: str, reuse_file: str | No
     chosen = [PROBLEMS[int(i)] for i in only.split(",")] if only else PROBLEMS
     declared = {name: [int(v) for v in values.split(",")]
                 for name, values in (item.split("=") for item in reused_space)}
-    with tempfile.TemporaryDirectory() as scratch, open(out, "a") as sink:
-        base_cache = os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "base")
-        os.makedirs(base_cache)
-        hw = hardware.current()  # creates Triton's driver, which builds its driver module into the base cache
-        os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "shared")
+    with triton_caches() as (hw, base_cache, scratch), open(out, "a") as sink:
         cm = model.load_shipped(hw.gpu)
         reusable = {}
         for line in open(reuse_file) if reuse_file else []:

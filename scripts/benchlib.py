@@ -1,20 +1,27 @@
-"""Timing helpers shared by the GPU benchmark scripts (bench_tune.py, sweep_problem.py and the experiments under
-scripts/experiments/): compile a config list ahead and time it with the collector's benchmarker, and time
-callables against each other in alternating order (torch.matmul against a config, with do_bench).
+"""Timing helpers shared by the GPU benchmark scripts (bench_tune.py, bench_matmul_gap.py, sweep_problem.py and the
+experiments under scripts/experiments/): compile a config list ahead and time it with the collector's benchmarker,
+time callables against each other in alternating order (torch.matmul against a config, with do_bench), run a cold
+`costmodel tune` in a new process, and race its pick against a sweep's fastest configs.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import shutil
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
-from typing import Callable
+from typing import Callable, Iterator
 
+from costmodel import dataset, hardware
 from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead
 from costmodel.kernels import get_family
+
+RACE_ROUNDS = 7  # rounds of a race of a tune's pick against a sweep's fastest configs
 
 
 def log(msg: str) -> None:
@@ -124,11 +131,65 @@ def cold_triton_cache(base: str, scratch: str) -> str:
     return path
 
 
-def best_by_shape(path: str | None) -> dict[tuple[str, str], dict]:
-    """The rows of a `bench_matmul_gap.py` output that found a best config, by (problem as sorted JSON, dtype)."""
+@contextlib.contextmanager
+def triton_caches() -> Iterator[tuple[object, str, str]]:
+    """(the GPU's hardware record, a base Triton cache, a scratch folder) for cold tunes: the base cache holds only
+    Triton's kernel-independent driver module (``hardware.current()`` builds it there); this process then compiles
+    into a cache of its own in the scratch folder, which its tunes never see (``cold_triton_cache``)."""
+    with tempfile.TemporaryDirectory() as scratch:
+        base = os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "base")
+        os.makedirs(base)
+        hw = hardware.current()
+        os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "shared")
+        yield hw, base, scratch
+
+
+def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str,
+                        k: int | None = None) -> tuple[dict, float]:
+    """`costmodel tune` as a user runs it (``-k k`` when given, else its default), with the Triton cache
+    ``triton_cache`` (``cold_triton_cache``: empty of kernels): its JSON and the whole command's seconds. It picks by
+    GPU time (``--objective graph``), the time a sweep's best is, so the two compare."""
+    shape = ",".join(f"{k}={v}" for k, v in problem.items())
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", family, "--shape", shape, "--dtype",
+                           dtype, "--objective", "graph", "--no-cache", "--json", *(["-k", str(k)] if k else [])], env={**os.environ, "TRITON_CACHE_DIR": triton_cache},
+                          capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError(f"costmodel tune failed: {proc.stderr[-2000:]}")
+    return json.loads(proc.stdout), time.perf_counter() - t0
+
+
+def race(family: str, problem: dict, dtype: str, configs: list[dict], bench: IsolatedBenchmarker,
+         rounds: int = RACE_ROUNDS) -> list[float]:
+    """Each config's median latency over ``rounds`` rounds of the same benchmarker, the order reversed every other
+    round; a failed measurement counts as infinitely slow."""
+    per: list[list[float]] = [[] for _ in configs]
+    for r in range(rounds):
+        order = list(range(len(configs)))[:: 1 if r % 2 == 0 else -1]
+        for i, m in zip(order, bench.measure(family, problem, dtype, [configs[i] for i in order])):
+            per[i].append(m.latency_ms if m.ok else float("inf"))
+    return [statistics.median(p) for p in per]
+
+
+def raced_score(family: str, problem: dict, dtype: str, tune_config: dict, fastest: list[dict],
+                bench: IsolatedBenchmarker) -> dict:
+    """The tune's pick against the fastest configs a sweep found, raced in alternating rounds: a sweep's minimum
+    over thousands of single timings is biased low by their noise, and the tune's own timing came from another
+    process."""
+    key = dataset.canonical_json
+    configs = [tune_config] + [c for c in fastest if key(c) != key(tune_config)]
+    ms = race(family, problem, dtype, configs, bench)
+    log(f"raced the pick against the sweep's fastest {len(configs) - 1}: {[round(t, 4) for t in ms]}")
+    return {"raced_configs": configs, "raced_ms": ms, "tune_score_raced": min(ms) / ms[0]}
+
+
+def best_by_shape(path: str | None, whole_space: bool = False) -> dict[tuple[str, str], dict]:
+    """The rows of a `bench_matmul_gap.py` output that found a best config, by (problem as sorted JSON, dtype), a
+    later row winning; with ``whole_space`` only rows of a whole-space sweep (no ``knobs``: a knob value's part of
+    the space has a best of its own)."""
     rows = {}
     for line in open(path) if path else ():
-        if line.strip() and (r := json.loads(line)).get("best_config"):
+        if line.strip() and (r := json.loads(line)).get("best_config") and not (whole_space and r.get("knobs")):
             rows[shape_key(r["problem"], r["dtype"])] = r
     return rows
 

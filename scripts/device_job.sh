@@ -7,6 +7,9 @@
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 #   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
+#   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap.jsonl; \
+#   GAP_ARGS="--no-sweep --previous /tmp/gap.jsonl --tune-k 8" bash scripts/device_job.sh gap   (issue 17's shapes in
+#   one call: each one's latest whole-space best against torch.matmul, a cold tune raced against it)
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
 # tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds; gap bench_matmul_gap.py (GAP_ARGS,
 # GAP_TIMEOUT); ncu, after gap, ncu_matmul.py on its rows (NCU_ARGS, NCU_TIMEOUT).

@@ -254,7 +254,7 @@ class _Rounds:
         return self.replay.measure(family, problem, dtype, configs)
 
 
-def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick(bench_tune):
+def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick():
     import pyarrow.compute as pc
 
     from costmodel import dataset
@@ -267,15 +267,59 @@ def test_bench_tune_race_keeps_each_configs_time_and_scores_the_pick(bench_tune)
     table = table.filter(pc.equal(table["group_id"], rows[0]["group_id"]))  # one kernel hash: one row per config
     problem, dtype = json.loads(group[0]["problem_json"]), group[0]["dtype"]
     bench = _Rounds(ReplayBenchmarker(table))
+    benchlib = _script_module("benchlib")
     configs = [json.loads(r["config_json"]) for r in group[:5]]
-    ms = bench_tune.race("rmsnorm", problem, dtype, configs, bench, rounds=4)  # an even count: a mix-up shows
+    ms = benchlib.race("rmsnorm", problem, dtype, configs, bench, rounds=4)  # an even count: a mix-up shows
     assert ms == [r["latency_ms"] for r in group[:5]]
     assert bench.orders[1] == bench.orders[0][::-1] and bench.orders[2] == bench.orders[0]
     slow = json.loads(group[-1]["config_json"])
-    out = bench_tune.raced_score("rmsnorm", problem, dtype, slow, configs[:3] + [slow], bench)
+    out = benchlib.raced_score("rmsnorm", problem, dtype, slow, configs[:3] + [slow], bench)
     assert out["raced_configs"][0] == slow and len(out["raced_configs"]) == 4  # the pick once, first
     assert out["tune_score_raced"] == pytest.approx(group[0]["latency_ms"] / group[-1]["latency_ms"])
-    assert bench_tune.raced_score("rmsnorm", problem, dtype, configs[0], configs[:3], bench)["tune_score_raced"] == 1
+    assert benchlib.raced_score("rmsnorm", problem, dtype, configs[0], configs[:3], bench)["tune_score_raced"] == 1
+
+
+def test_matmul_gap_without_a_sweep_takes_the_former_whole_space_best_and_races_the_tune_against_it(monkeypatch, tmp_path):
+    """bench_matmul_gap.py --no-sweep --tune-k: the shape's best is the latest former whole-space row's (a knob's part
+    of the space never), set against torch.matmul without timing the space; the cold tune's pick is raced against it
+    and the previous best in the benchmarker's alternating rounds (replayed from a recorded whole-space group)."""
+    import pyarrow.compute as pc
+
+    from costmodel import dataset
+    from costmodel.benchmark import ReplayBenchmarker
+
+    gap = _script_module("bench_matmul_gap")
+    hw_cols = ["gpu", *(c for c in dataset.FILE_SCHEMA.names if c.startswith("hw_"))]
+    table = dataset.read(ROOT / "data", ["kernel", "problem_json", "dtype", "config_json", "status", "latency_ms",
+                                         "exhaustive", "group_id", *hw_cols])
+    first = next(r for r in table.to_pylist() if r["kernel"] == "matmul" and r["exhaustive"] and r["status"] == "ok")
+    hw = dataset.hw_from_row(first)
+    table = table.filter(pc.equal(table["group_id"], first["group_id"]))
+    group = sorted((r for r in table.to_pylist() if r["status"] == "ok"), key=lambda r: r["latency_ms"])
+    problem, dtype = json.loads(first["problem_json"]), first["dtype"]
+    best, second, slow = (json.loads(group[i]["config_json"]) for i in (0, 1, -1))
+    rows = tmp_path / "gap.jsonl"
+    rows.write_text("\n".join(json.dumps(r) for r in [
+        {"problem": problem, "dtype": dtype, "knobs": {}, "date": "s9", "best_config": slow},
+        {"problem": problem, "dtype": dtype, "knobs": {}, "date": "s13", "best_config": best},
+        {"problem": problem, "dtype": dtype, "knobs": {"TMA": 1}, "date": "s14", "best_config": second}]) + "\n")
+    former = gap.best_by_shape(str(rows), whole_space=True)[gap.shape_key(problem, dtype)]
+    assert former["date"] == "s13"  # the later whole-space row; the knob's row is no whole space's best
+    assert gap.best_by_shape(str(rows))[gap.shape_key(problem, dtype)]["date"] == "s14"
+
+    class NoSweep:
+        def measure(self, *a):
+            raise AssertionError("--no-sweep timed configs")
+
+    monkeypatch.setattr(gap, "against_torch", lambda p, d, c, h: {"tune_vs_torch": 0.9, "torch_raced": c})
+    row = gap.measure_shape(problem, dtype, hw, NoSweep(), {}, former, sweep=False)
+    assert row["best_config"] == best and row["torch_raced"] == best and row["best_from"] == "s13"
+    assert row["valid"] == len(gap.space.enumerate_valid(gap.get_family("matmul"), problem, dtype, hw))
+    tuned = {"wall_s": 7.0, "best": {"config": second, "latency_ms": 1.0}}
+    monkeypatch.setattr(gap, "tune_in_new_process", lambda f, p, d, cache, k: (tuned, 9.0) if k == 8 else None)
+    out = gap.tune_against_best(problem, dtype, {**row, "previous_config": slow}, ReplayBenchmarker(table), "cache", 8)
+    assert out["raced_configs"] == [second, best, slow] and out["tune_k"] == 8 and out["tune_command_s"] == 9.0
+    assert out["tune_score_raced"] == pytest.approx(group[0]["latency_ms"] / group[1]["latency_ms"])
 
 
 def test_bench_tune_summary_gives_each_phases_median_over_the_rows_that_have_it(bench_tune):
