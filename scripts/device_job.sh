@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. Data collected goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -57,7 +57,8 @@ collect_one() {  # collect_one SECONDS ARGS...: one collect on /tmp/data, its JS
 }
 step_collect() {  # with COLLECT_PLAN (a file, one collect a line: SECONDS ARGS...) each line in turn; else "$@"
   local rc=0 secs args
-  rm -rf /tmp/data && cp -r data /tmp/data || return
+  # times kept, so that only what this call writes goes into the tarball (data/ alone is near $OUT's 16 MiB a file)
+  rm -rf /tmp/data && cp -rp data /tmp/data && touch /tmp/data.mark || return
   if [ -n "${COLLECT_PLAN:-}" ]; then
     while read -r secs args; do
       [ -n "$secs" ] && [ "$(left 60)" -gt 0 ] || continue
@@ -67,7 +68,7 @@ step_collect() {  # with COLLECT_PLAN (a file, one collect a line: SECONDS ARGS.
   else
     collect_one $(left 25) "$@" || rc=$?
   fi
-  (cd /tmp && tar cf $OUT/data.tar data) || return
+  (cd /tmp && find data -type f -newer data.mark | tar cf $OUT/data.tar -T -) || return
   return $rc
 }
 step_smoke() {
