@@ -508,6 +508,52 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     _verified(small)
 
 
+def test_twin_configs_read_as_the_helion_configs_helion_itself_writes():
+    """Every Triton matmul config of the data that Helion's matmul can express reads as a config its ConfigSpec
+    accepts, already in the canonical form Helion's own normalisation gives (so it reads as a Helion row would)."""
+    import helion
+    import pyarrow.dataset as pds
+
+    fam = families.get("matmul")
+    bound, _ = fam.bind({"M": 4096, "N": 4096, "K": 4096}, "float16")
+    seen = sorted(set(dataset.read(ROOT / "data", ["config_json"], pds.field("kernel") == "matmul")["config_json"]
+                      .to_pylist()))
+    mapped = [fam.from_twin(json.loads(c)) for c in seen]
+    expressible = list({json.dumps(c, sort_keys=True): c for c in mapped if c is not None}.values())
+    # the split tail and the epilogue subtile have no counterpart: those configs read as none
+    assert 0 < len(expressible) < len(mapped)
+    assert all(fam.from_twin(json.loads(c)) is None for c in seen if json.loads(c).get("SPLIT_TAIL"))
+    assert {c["pid_type"] for c in expressible} == {"flat", "persistent_interleaved"}
+    ops = families.op_counts(bound.config_spec)
+    for c in expressible:
+        cfg = helion.Config(**c)
+        bound.config_spec.normalize(cfg)  # raises on a config the spec does not allow
+        assert configs.normalise(cfg.config, ops) == configs.normalise(c), c
+
+
+def test_twin_rows_train_and_are_never_scored(rows):
+    table, gpu = helion_model.training_table(ROOT / "data", GPU, twin_per_group=5)
+    twin = helion_model.is_twin(table)
+    tw = table.filter(pa.array(twin))
+    assert 0 < tw.num_rows and set(tw["kernel"].to_pylist()) == {"helion:matmul"}
+    sizes = pc.value_counts(tw["group_id"]).field("counts").to_pylist()
+    assert max(sizes) == 5 and len(sizes) > len(set(rows["group_id"].to_pylist()))
+    assert table.filter(pa.array(~twin)).num_rows == rows.num_rows  # the Helion rows, all of them
+    assert all(json.loads(c).get("pid_type") for c in tw["config_json"].to_pylist())
+    keys = list(zip(table["group_id"].to_pylist(), table["config_json"].to_pylist()))
+    assert keys == sorted(keys)
+    helion_ids = set(rows["group_id"].to_pylist())
+    for out in (helion_model.held_out_shapes(table, model.FAST), helion_model.leave_one_kernel_out(table, model.FAST),
+                helion_model.leave_kernels_out(table, ["helion:matmul"], model.FAST)):
+        ids = [g["group_id"] for g in out["per_group"]]
+        assert ids and set(ids) <= helion_ids, out["split"]
+    loko = helion_model.leave_kernels_out(table, ["helion:matmul"], model.FAST)
+    assert loko["train_groups"] > len(helion_ids)  # the twin groups trained the model that ranked helion:matmul
+    assert helion_model.training_table(ROOT / "data", GPU, twin_per_group=0)[0].num_rows == rows.num_rows
+    with pytest.raises(CostModelError, match="0 or more"):
+        helion_model.training_table(ROOT / "data", GPU, twin_per_group=-1)
+
+
 def test_kernels_held_out_together_on_recorded_rows(rows):
     """Two kernels held out at once: each of their groups ranked once, by a model that saw neither; a kernel
     without rows, or holding out every kernel, is a clear error."""

@@ -62,6 +62,9 @@ class HelionFamily:
     # against ``features.spec_shape`` on the recorded groups
     memory_ops: tuple[tuple[int, int], tuple[int, int]]
     twin: str | None = None         # the Triton family with the same problems (dims, generator, inputs, reference)
+    # the canonical Helion config a config of the twin reads as (None where the twin's config uses a knob this
+    # kernel has no counterpart of): the twin's rows then train the Helion model too (helion.model.twin_rows)
+    from_twin: Callable[[dict], dict | None] | None = None
     own: KernelSpec | None = None   # else the kernel's own
     args: Callable[[Problem, tuple], tuple] = _as_args       # the Helion kernel's arguments for (problem, inputs)
     problem_of: Callable[[tuple], Problem] = _rows_cols      # its inverse: the problem of a call's arguments
@@ -325,9 +328,32 @@ def _attention_problem(args: tuple) -> Problem:
     return {"B": int(b), "H": int(h), "S": int(s), "D": int(d), "CAUSAL": int(args[3] == 0)}
 
 
+# --- a Triton twin's configs as the Helion kernel's -------------------------------------------------------------
+# Helion's matmul is its twin's program: one output tile per program, a loop over K inside it, tensor descriptors
+# where the twin uses TMA, a persistent grid striding over the tiles as the twin's does (persistent_interleaved, one
+# program an SM).
+# The knobs the twin lacks read at Helion's defaults (no per-loop settings, no eviction policy); a twin config with
+# a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation) reads as none. Attention's
+# twin was tried the same way ([1, BLOCK_M, BLOCK_N]) and dropped: its tiles are 64-128 query rows, and on the one
+# Helion attention group (8 heads of 2,112 rows, causal), whose fastest configs take 16-32, its rows took the
+# held-out top-8 from 0.847 to 0.029 (session 19, one run of scripts/helion_model.py at seed 0 with that mapping,
+# not kept; matmul's rows alone cost that group less: helion/model.py).
+
+def _matmul_from_twin(c: dict) -> dict | None:
+    if any(c.get(k, 0) for k in ("SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")):
+        return None
+    persistent = {"pid_type": "persistent_interleaved", "num_sm_multiplier": 1}
+    grid = persistent if c.get("PERSISTENT", 0) else {"pid_type": "flat"}
+    return {"atomic_indexing": [], "block_sizes": [c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"]],
+            "indexing": ["tensor_descriptor" if c.get("TMA", 0) else "pointer"] * 3, "l2_groupings": [c["GROUP_M"]],
+            "load_eviction_policies": ["", ""], "loop_orders": [[0, 1]], "num_stages": c["num_stages"],
+            "num_warps": c["num_warps"], **grid, "range_flattens": [None, None], "range_multi_buffers": [None, None],
+            "range_num_stages": [0, 0], "range_unroll_factors": [0, 0], "range_warp_specializes": []}
+
+
 FAMILIES = {f.name: f for f in (
     HelionFamily("matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1)), twin="matmul",
-                 problem_of=_matmul_problem),
+                 problem_of=_matmul_problem, from_twin=_matmul_from_twin),
     # a rolled reduction reads the row again in each pass after the first (max, then sum and store)
     HelionFamily("softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1)), twin="softmax"),
     HelionFamily("layer_norm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1)), twin="layernorm"),

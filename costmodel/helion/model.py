@@ -63,6 +63,73 @@ def _kernels() -> list[str]:
 FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kernels)
 
 
+# --- the Triton twins' rows ------------------------------------------------------------------------------------
+# A twin family's rows train the Helion model too, each config read as the Helion kernel's (``from_twin`` of its
+# family; matmul's only: costmodel/helion/families.py), in a group of its own ("twin:<group>"); evaluations score
+# Helion groups only. The Helion data holds 6 matmul groups, the twin 618. Session 19, boosting seeds 0-2, without
+# twin rows -> TWIN_PER_GROUP of them (scripts/helion_model.py --twin-per-group 0 / 50,
+# scripts/results/helion_model-cpu-2026-12-02-s19.jsonl): helion:matmul over held-out shapes top-8 0.862 / 0.960 /
+# 0.706 -> 0.968 at each seed, held out whole (no Helion matmul row in training) 0.30-0.31 -> 0.92-0.97; every
+# kernel over held-out shapes 0.940-0.983 -> 0.962-0.970. The cost: the one attention group (8 heads of 2,112 rows,
+# whose fastest configs take 16-32 query rows, where matmul tiles are larger) falls from 0.847 to 0.37-0.44. At most
+# TWIN_PER_GROUP configs a group, drawn with a fixed seed: a whole-space twin group holds up to 2,200, and 618 of
+# them would outweigh the Helion groups' 40 configs (25 and 100 a group ranked alike).
+TWIN_PREFIX = "twin:"
+TWIN_PER_GROUP = 50
+
+
+def twin_rows(root: str | Path, gpu: str, per_group: int = TWIN_PER_GROUP, seed: int = 0) -> pa.Table | None:
+    """The twin families' rows of ``gpu`` under ``root`` as Helion rows (columns as ``model.training_table``'s):
+    kernel the Helion kernel's, config_json the Helion config, group_id prefixed; None where there are none."""
+    from costmodel.dataset import canonical_json
+    from costmodel.helion import families
+
+    fams = {f.twin: f for f in families.FAMILIES.values() if f.from_twin is not None}
+    try:
+        table, _ = model.training_table(root, gpu, model.TRITON)
+    except CostModelError:
+        return None
+    table = table.filter(pc.is_in(table["kernel"], pa.array(sorted(fams))))
+    rng, keep, configs = np.random.default_rng(seed), [], []
+    bounds = model.group_bounds(table)
+    kernels, cjs = table["kernel"].to_pylist(), table["config_json"].to_pylist()
+    for lo, hi in zip(bounds[:-1], bounds[1:]):
+        conv = fams[kernels[lo]].from_twin
+        mapped = {i: conv(json.loads(cjs[i])) for i in range(lo, hi)}
+        ok = [i for i, c in mapped.items() if c is not None]
+        for i in sorted(rng.permutation(ok)[:per_group].tolist()) if len(ok) > per_group else ok:
+            keep.append(i)
+            configs.append(canonical_json(mapped[i]))
+    if not keep:
+        return None
+    table = table.take(pa.array(keep, pa.int64()))
+    new = {"kernel": pa.array([fams[k].kernel for k in table["kernel"].to_pylist()]),
+           "config_json": pa.array(configs),
+           "group_id": pc.binary_join_element_wise(TWIN_PREFIX, table["group_id"], "")}
+    for name, col in new.items():
+        table = table.set_column(table.schema.get_field_index(name), name, col)
+    return table
+
+
+def training_table(root: str | Path, gpu: str | None = None,
+                   twin_per_group: int = TWIN_PER_GROUP) -> tuple[pa.Table, str]:
+    """``model.training_table``'s Helion rows of one GPU with the twins' rows (``twin_rows``, at most
+    ``twin_per_group`` configs a group; 0: none), sorted by (group_id, config_json)."""
+    if twin_per_group < 0:
+        raise CostModelError(f"twin configs a group must be 0 or more, not {twin_per_group}")
+    table, gpu = model.training_table(root, gpu, FEATURES)
+    more = twin_rows(root, gpu, twin_per_group) if twin_per_group > 0 else None
+    if more is not None:
+        table = pa.concat_tables([table, more.select(table.column_names).cast(table.schema)])
+        table = table.sort_by([("group_id", "ascending"), ("config_json", "ascending")])
+    return table, gpu
+
+
+def is_twin(table: pa.Table) -> np.ndarray:
+    """Per row: whether it is a twin family's (``twin_rows``): it trains, it is never scored."""
+    return np.asarray(pc.starts_with(table["group_id"], TWIN_PREFIX))
+
+
 def model_dir(gpu: str) -> Path:
     return model.MODELS_DIR / gpu / "helion"
 
@@ -84,13 +151,14 @@ PARAMS = dataclasses.replace(model.FAST, n_estimators=50, valid_fraction=0.0)
 def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = PARAMS,
           evaluate: bool = True) -> tuple[object, dict]:
     """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
-    as ``model.training_table(root, gpu, FEATURES)`` gives them); ``evaluate`` adds leave-one-kernel-out
+    as ``training_table(root, gpu)`` gives them, the twins' rows with them or not); ``evaluate`` adds leave-one-kernel-out
     metrics (a fit per kernel) to the meta."""
     booster, info = model.fit(table, params, FEATURES)
     loko = leave_one_kernel_out(table, params) if evaluate else {}
     meta = model.new_meta(gpu, hw, table, info, {"rule": "leave one Helion kernel out"}, loko, FEATURES)
     versions = pc.unique(table["helion_version"]).to_pylist() if "helion_version" in table.column_names else []
-    meta.update(helion_versions=sorted(v for v in versions if v), structures=structures(table_matrix(table)))
+    meta.update(helion_versions=sorted(v for v in versions if v), structures=structures(table_matrix(table)),
+                twin_groups=len(pc.unique(table.filter(pa.array(is_twin(table)))["group_id"])))
     return booster, meta
 
 
@@ -151,9 +219,10 @@ def _rank_held_out(table: pa.Table, held: np.ndarray, params: model.TrainParams,
 def leave_one_kernel_out(table: pa.Table, params: model.TrainParams = PARAMS,
                          fs: model.FeatureSet = FEATURES) -> dict:
     """For each Helion kernel of ``table`` (sorted by group): fit on every other kernel's groups, rank the
-    held-out kernel's groups. Per kernel and over all: geomean top-1 / top-8 score against each group's best
+    held-out kernel's groups (twin rows, ``twin_rows``, always train: a kernel with a twin is then one whose Triton
+    twin the model saw). Per kernel and over all: geomean top-1 / top-8 score against each group's best
     (and the random-k baseline); needs two kernels or more. ``fs``: the features (another set for experiments)."""
-    kernels = sorted(pc.unique(table["kernel"]).to_pylist())
+    kernels = sorted(set(table.filter(pa.array(~is_twin(table)))["kernel"].to_pylist()))
     if len(kernels) < 2:
         raise CostModelError(f"leave-one-kernel-out needs two Helion kernels or more, the data has {kernels}")
     per_kernel, every = {}, []
@@ -174,7 +243,7 @@ def leave_kernels_out(table: pa.Table, kernels: list[str], params: model.TrainPa
         raise CostModelError(f"no rows of {', '.join(missing)} to hold out; the data has {', '.join(sorted(present))}")
     if not present - set(kernels):
         raise CostModelError(f"holding out {', '.join(kernels)} leaves no kernel to train on")
-    held = np.asarray(pc.is_in(table["kernel"], pa.array(list(kernels))))
+    held = np.asarray(pc.is_in(table["kernel"], pa.array(list(kernels)))) & ~is_twin(table)
     kernel_of = dict(zip(table["group_id"].to_pylist(), table["kernel"].to_pylist()))
     every = [{**g, "kernel": kernel_of[g["group_id"]]} for g in _rank_held_out(table, held, params, fs)]
     per_kernel = {k: _summary([g for g in every if g["kernel"] == k]) for k in sorted(kernels)}
@@ -200,10 +269,11 @@ def held_out_shapes(table: pa.Table, params: model.TrainParams = PARAMS, folds: 
     fold = shape_folds(table, folds)
     kernels = np.asarray(table["kernel"].to_numpy(zero_copy_only=False))
     every = []
+    twin = is_twin(table)
     for f in range(folds):
-        if (fold == f).any() and (fold != f).any():
-            every += _rank_held_out(table, fold == f, params, fs)
+        if ((fold == f) & ~twin).any() and (fold != f).any():
+            every += _rank_held_out(table, (fold == f) & ~twin, params, fs)
     kernel_of = dict(zip(table["group_id"].to_pylist(), kernels))
     every = [{**g, "kernel": kernel_of[g["group_id"]]} for g in every]
-    per_kernel = {k: _summary([g for g in every if g["kernel"] == k]) for k in sorted(set(kernels))}
+    per_kernel = {k: _summary([g for g in every if g["kernel"] == k]) for k in sorted({g["kernel"] for g in every})}
     return {"split": f"shape hash, {folds} folds", **_summary(every), "per_kernel": per_kernel, "per_group": every}
