@@ -317,9 +317,16 @@ def test_matmul_gap_without_a_sweep_takes_the_former_whole_space_best_and_races_
     assert row["valid"] == len(gap.space.enumerate_valid(gap.get_family("matmul"), problem, dtype, hw))
     tuned = {"wall_s": 7.0, "best": {"config": second, "latency_ms": 1.0}}
     monkeypatch.setattr(gap, "tune_in_new_process", lambda f, p, d, cache, k: (tuned, 9.0) if k == 8 else None)
-    out = gap.tune_against_best(problem, dtype, {**row, "previous_config": slow}, ReplayBenchmarker(table), "cache", 8)
+    out = gap.tune_against_best(problem, dtype, {**row, "previous_config": slow}, hw, ReplayBenchmarker(table),
+                                "cache", 8)
     assert out["raced_configs"] == [second, best, slow] and out["tune_k"] == 8 and out["tune_command_s"] == 9.0
     assert out["tune_score_raced"] == pytest.approx(group[0]["latency_ms"] / group[1]["latency_ms"])
+    assert not any(k.startswith("pick_") for k in out)  # the pick lost: the best known stays the space's best
+    # a pick faster than the best known is set against torch.matmul too
+    tuned = {"wall_s": 7.0, "best": {"config": best, "latency_ms": 1.0}}
+    out = gap.tune_against_best(problem, dtype, {**row, "best_config": second}, hw, ReplayBenchmarker(table),
+                                "cache", 8)
+    assert out["tune_score_raced"] == 1.0 and out["pick_torch_raced"] == best and out["pick_tune_vs_torch"] == 0.9
 
 
 def test_bench_tune_summary_gives_each_phases_median_over_the_rows_that_have_it(bench_tune):
