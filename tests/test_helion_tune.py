@@ -28,6 +28,7 @@ from helion.autotuner.logger import AutotuningLogger  # noqa: E402
 
 from costmodel import dataset, model  # noqa: E402
 from costmodel.errors import CostModelError  # noqa: E402
+from costmodel.hardware import HardwareRecord  # noqa: E402
 from costmodel.helion import configs, families, features  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
 from tuner import helion as htune  # noqa: E402
@@ -196,6 +197,40 @@ def test_replay_times_the_top_k_and_returns_the_fastest(rows, trained):
     again = htune.CostModelAutotuner(trained, timer=NoTimer(), gpu=GPU, helion_version="1.4.0")
     assert configs.config_json(again(*_bound("helion:matmul", problem, dtype)).autotune()) == best
     assert list(Path(local_cache.get_helion_cache_dir()).glob("*.best_config"))
+
+
+def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_turn(trained):
+    """The matmul kernel's candidates are Helion's random population and its Triton twin's space (read as Helion
+    configs); the ranked order takes the model's best of each pool in turn, so the top k holds k/2 of each.
+    A kernel without ``from_twin`` ranks the population alone."""
+    cm = helion_model.load(trained)
+    hw = HardwareRecord(**cm.meta["hardware"])
+    tuner = htune.CostModelAutotuner(trained, candidates=40, gpu=GPU, helion_version="1.4.0")
+    problem, dtype = {"M": 512, "N": 768, "K": 1024}, "bfloat16"
+    bound, args = _bound("helion:matmul", problem, dtype)
+    ranked, _ = tuner.ranked(cm, bound, args)
+    key = configs.config_json
+    pop = [key(c) for c in families.candidates(bound, 40, 0)]
+    twins = families.twin_candidates(bound, "helion:matmul", problem, dtype, hw)
+    assert len(twins) > 100 and not set(pop) & {key(c) for c in twins}
+    assert sorted(key(c) for c in ranked) == sorted(pop + [key(c) for c in twins])
+    call = htune.Call.of(bound, args)
+    twin_order = [key(c) for c in tuner._by_score(cm, call, twins)]
+    pop_order = [key(c) for c in tuner._by_score(cm, call, [json.loads(c) for c in pop])]
+    top = [key(c) for c in ranked[:K]]
+    assert sorted(top) == sorted(pop_order[: K // 2] + twin_order[: K // 2])
+    assert top[::2] == pop_order[: K // 2] and top[1::2] == twin_order[: K // 2]
+    # softmax has a twin but no from_twin: its population alone
+    sm = {"M": 64, "N": 2560}
+    bound, args = _bound("helion:softmax", sm, "float16")
+    assert families.twin_candidates(bound, "helion:softmax", sm, "float16", hw) == []
+    assert len(tuner.ranked(cm, bound, args)[0]) == len(families.candidates(bound, 40, 0))
+
+
+def test_alternate_takes_each_list_in_turn_and_skips_a_config_taken():
+    a, b, c = ({"num_warps": w} for w in (1, 2, 4))
+    assert htune.alternate([[a, b], [c, a, b]]) == [a, c, b]
+    assert htune.alternate([]) == [] and htune.alternate([[], [b]]) == [b]
 
 
 def test_replay_never_returns_a_config_slower_than_the_default(rows, trained):

@@ -13,7 +13,8 @@ whichever of the two searches wrote it.
 
 Our search (``CostModelSearch.autotune``): the candidates (``families.candidates`` of the bound kernel: Helion's
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
-no family here), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
+no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
+``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
 ``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output). Then a final verification, as Helion's own searches end: the batch's fastest
 ``verify`` and the default, always, are re-timed with steadier timing (Helion's ``rebenchmark``: steady do_bench,
@@ -45,6 +46,7 @@ import numpy as np
 from costmodel import model
 from costmodel.benchmark import HELION_COMPILE_LIMIT_S
 from costmodel.errors import CostModelError
+from costmodel.hardware import HardwareRecord
 from costmodel.helion import configs as hconfigs, families
 from costmodel.helion import features as hfeatures
 from costmodel.helion import model as helion_model
@@ -197,6 +199,17 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
     return finals[i], t_best
 
 
+def alternate(ranked: list[list[dict]]) -> list[dict]:
+    """The lists' configs taken in turn, first of each, then second of each, ...; a config already taken is
+    skipped."""
+    out: dict[str, dict] = {}
+    for i in range(max(map(len, ranked), default=0)):
+        for lst in ranked:
+            if i < len(lst):
+                out.setdefault(hconfigs.config_json(lst[i]), lst[i])
+    return list(out.values())
+
+
 def _config(canonical: dict):
     import helion
 
@@ -316,17 +329,30 @@ class CostModelAutotuner:
     # --- ranking -------------------------------------------------------------------------------------------
 
     def ranked(self, cm: model.CostModel, bound, args) -> tuple[list[dict], dict]:
-        """(candidates predicted fastest first, Helion's default config), canonical."""
+        """(candidates predicted fastest first, Helion's default config), canonical. A costmodel kernel with a
+        Triton twin has two pools, Helion's random population and the twin's space read as this kernel's configs
+        (``families.twin_candidates``), each ranked by the model; the order alternates between them, so that the
+        top k holds the best of both: the twin's space is what the model knows from the twin's rows, the
+        population holds the knobs the twin has not (on the race's 4155x4096x4476 bf16 matmul the model's top 8 of
+        the two pools merged were all 128x256 tiles, six of them differing in stages or GROUP_M alone)."""
         spec = bound.config_spec
         counts = families.op_counts(spec)
-        cands = (self.candidates(bound) if callable(self.candidates)
-                 else families.candidates(bound, int(self.candidates), self.seed))
-        cands = [hconfigs.normalise(c, counts) for c in cands]
         call = Call.of(bound, args)
+        if callable(self.candidates):
+            pools = [self.candidates(bound)]
+        else:
+            pools = [families.candidates(bound, int(self.candidates), self.seed)]
+            if call.shape is None:
+                pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype,
+                                                      HardwareRecord(**cm.meta["hardware"])))
+        ranked = [self._by_score(cm, call, [hconfigs.normalise(c, counts) for c in pool]) for pool in pools if pool]
+        return alternate(ranked), hconfigs.normalise(spec.default_config(), counts)
+
+    @staticmethod
+    def _by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
         scores = helion_model.score(cm, call.kernel, call.problem, call.dtype,
                                     [hconfigs.config_json(c) for c in cands], call.shape)
-        order = np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")
-        return [cands[i] for i in order], hconfigs.normalise(spec.default_config(), counts)
+        return [cands[i] for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
 
     def helion_search(self, bound, args, cm, **kwargs):
         """Helion's own search, wrapped in its cache as ``default_autotuner_fn`` builds it, with the model's top

@@ -420,6 +420,33 @@ def candidates(bound, n: int, seed: int, seed_configs: tuple = ()) -> list[dict]
     return list(out.values())[:n]
 
 
+def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> list[dict]:
+    """The twin family's valid configs of ``problem`` on ``hw`` (``costmodel.space``) that ``kernel`` can express
+    (``from_twin``) and ``bound``'s ConfigSpec accepts, canonical, in the twin space's order; none for a kernel
+    without ``from_twin``. Candidates beside the random population: on a 4155x4096x4476 bf16 matmul 698 of Helion's
+    1,000 random configs have 16-row tiles and 57% are 16x16, and the race's quick search won with 64x256x64 (session
+    19, BENCHMARKS), a tile the twin's space always holds."""
+    import helion
+
+    fam = get(kernel)
+    if fam.from_twin is None:
+        return []
+    from costmodel import space
+
+    spec, out = bound.config_spec, {}
+    counts = op_counts(spec)
+    for c in space.enumerate_valid(fam.twin_family(), problem, dtype, hw):
+        h = fam.from_twin(c)
+        if h is None or configs.config_json(h, counts) in out:
+            continue
+        try:
+            spec.normalize(helion.Config(**h))
+        except Exception:  # noqa: BLE001 - a config this spec does not allow (Helion raises several kinds)
+            continue
+        out[configs.config_json(h, counts)] = configs.normalise(h, counts)
+    return list(out.values())
+
+
 def structure(bound) -> dict[str, Any]:
     """The kernel's shape as its ConfigSpec exposes it: tiled dims, reductions, loops, memory ops, loads."""
     spec = bound.config_spec
