@@ -139,9 +139,8 @@ def measure_item(item: WorkItem, recorder: runner.GroupRecorder, writer: Publish
         todo = [c for c, key in zip(todo, wanted) if key not in found]
     try:
         ms, rows = recorder.measure(item, todo)
-    except GpuStuck as e:  # keep what the group measured (the hang a timeout); the worker then stops the run
-        writer.add(recorder.hw.gpu, item.group.family, runner.rows_before_stuck(recorder, item, todo, e),
-                   tag=item.index)
+    except BaseException as e:  # keep what the group measured (a hang a timeout); the worker then stops the run
+        writer.add(recorder.hw.gpu, item.group.family, runner.rows_before(recorder, item, todo, e), tag=item.index)
         raise
     writer.add(recorder.hw.gpu, item.group.family, rows, tag=item.index)
     counts = dict(collections.Counter(m.status for m in ms))

@@ -86,9 +86,10 @@ def plan_work(plan: list[GroupPlan], hw: HardwareRecord,
 
 class Pace:
     """Whether a group would end by a deadline (``time.time()``), from the groups this process measured so far. A
-    group is published whole or not at all, so one started near the deadline ran past --time-budget, and a caller's
-    timeout then killed it with its work (session 8: a 1,832-config matmul sweep; session 17: a 16384x8192x8192
-    bf16 sweep, started after 8192^3 had taken 76 s, when the run's rate, 14 ms a config, said it would take 25 s).
+    group was published whole or not at all (a stopped one now keeps what it measured, as a sample: ``rows_before``),
+    so one started near the deadline ran past --time-budget, and a caller's timeout then killed it with its work
+    (session 8: a 1,832-config matmul sweep; session 17: a 16384x8192x8192 bf16 sweep, started after 8192^3 had
+    taken 76 s, when the run's rate, 14 ms a config, said it would take 25 s).
     A config's timing is a fixed part (launch, the check) plus repeats of the kernel that grow with the problem's
     work: the estimate is the larger of the run's rate and a fit of the groups' timing seconds (the compile waits
     left out, which depend on what was compiled ahead, not on the group) on configs and configs x roofline seconds
@@ -193,10 +194,10 @@ class GroupRecorder:
     def software(self) -> dict:
         return _software()
 
-    def measure(self, item: WorkItem, todo: list[Config] | None = None,
-                measured: list[Measurement] | None = None) -> tuple[list[Measurement], list[dict]]:
+    def measure(self, item: WorkItem, todo: list[Config] | None = None, measured: list[Measurement] | None = None,
+                exhaustive: bool | None = None) -> tuple[list[Measurement], list[dict]]:
         """Measure ``todo`` (default: the item's) and return (measurements, FILE_SCHEMA rows); ``measured``: rows
-        of measurements already taken, of ``todo``, instead."""
+        of measurements already taken, of ``todo``, instead; ``exhaustive``: the rows' flag, when not the group's."""
         g = item.group
         todo = item.todo if todo is None else todo
         ms = measured
@@ -205,15 +206,21 @@ class GroupRecorder:
         for m in ms:
             self.counts[m.status] += 1
         rows = dataset.measurement_rows(self.hw, self.software, self.run_id, g.family,
-                                        item.kernel_hash or get_family(g.family).kernel_hash, item.gid, g.exhaustive,
-                                        g.problem, g.dtype, ms)
+                                        item.kernel_hash or get_family(g.family).kernel_hash, item.gid,
+                                        g.exhaustive if exhaustive is None else exhaustive, g.problem, g.dtype, ms)
         return ms, rows
 
 
-def rows_before_stuck(recorder: GroupRecorder, item: WorkItem, todo: list[Config], stuck: GpuStuck) -> list[dict]:
-    """The rows of what measuring ``todo`` took before the GPU got stuck (the config that hung it a timeout)."""
-    done = [(c, m) for c, m in zip(todo, stuck.measurements) if m is not None]
-    return recorder.measure(item, [c for c, _ in done], [m for _, m in done])[1]
+def rows_before(recorder: GroupRecorder, item: WorkItem, todo: list[Config], stopped: BaseException) -> list[dict]:
+    """The rows of what measuring ``todo`` took before ``stopped`` ended it: the GPU got stuck (``GpuStuck``, the
+    config that hung it a timeout), or the run was stopped (Ctrl-C, a kill: what the benchmarker had measured
+    goes with the exception as ``measurements``). A group cut short is recorded as a sample (``exhaustive``
+    false): it never reads as its whole space's truth, and a --resume run that measures the rest of a whole-space
+    group makes it one (a group is whole-space when any of its rows is: ``evaluation.group_info``). Before, such
+    a group kept nothing: a 1,000-config Helion population stopped after 407 s of measuring (session 19, call 3)."""
+    ms = getattr(stopped, "measurements", None) or []
+    done = [(c, m) for c, m in zip(todo, ms) if m is not None]
+    return recorder.measure(item, [c for c, _ in done], [m for _, m in done], exhaustive=False)[1] if done else []
 
 
 def best_ms(ms: list[Measurement]) -> float | None:
@@ -323,9 +330,9 @@ def run_plan(plan: list[GroupPlan], out: str | Path, bench: Benchmarker, hw: Har
                 timed0 = getattr(bench, "timed_s", None)
                 try:
                     ms, rows = recorder.measure(w)
-                except GpuStuck as e:  # keep what the group measured (the hang a timeout), then stop
-                    writer.add(hw.gpu, w.group.family, rows_before_stuck(recorder, w, w.todo, e))
-                    state = "gpu_stuck"
+                except BaseException as e:  # keep what the group measured (a hang a timeout), then stop
+                    writer.add(hw.gpu, w.group.family, rows_before(recorder, w, w.todo, e))
+                    state = "gpu_stuck" if isinstance(e, GpuStuck) else state
                     raise
                 pace.measured(len(w.todo), work, None if timed0 is None else bench.timed_s - timed0)
                 writer.add(hw.gpu, w.group.family, rows)

@@ -850,7 +850,7 @@ class IsolatedBenchmarker:
             for lo in range(0, len(configs), STREAM_CHUNK):
                 self._measure_chunk(submit, family, problem, dtype, configs,
                                     range(lo, min(lo + STREAM_CHUNK, len(configs))), results)
-        except GpuStuck as e:
+        except BaseException as e:  # a hung GPU, or a stop (Ctrl-C, a kill): what was measured goes with it
             e.measurements = results
             raise
         return results  # type: ignore[return-value]

@@ -192,6 +192,79 @@ def test_a_killed_collect_still_prints_what_it_published(tmp_path):
     assert published == summary["measured"] and 0 < summary["groups_measured"] < summary["groups"]
 
 
+class _StoppedAfter:
+    """A benchmarker that measures ``n`` configs of a group (``None``: all) and is then stopped, as Ctrl-C or a kill
+    stops IsolatedBenchmarker: the exception carries what was measured (``measurements``, None past it)."""
+
+    def __init__(self, n):
+        self.n, self.asked = n, []
+
+    def prefetch(self, *a):
+        pass
+
+    def ready(self, *a):
+        return True
+
+    def measure(self, family, problem, dtype, configs):
+        from costmodel.benchmark import Measurement
+
+        self.asked.append(list(configs))
+        ms = [Measurement(c, "ok", latency_ms=1.0 + c["BLOCK"] / 64) for c in configs]
+        if self.n is not None and len(configs) > self.n:
+            stop = KeyboardInterrupt()
+            stop.measurements = ms[: self.n] + [None] * (len(configs) - self.n)
+            raise stop
+        return ms
+
+
+def test_a_stopped_whole_space_group_keeps_what_it_measured_as_a_sample_and_resume_makes_it_whole(tmp_path):
+    """A run stopped inside a group publishes the configs that group measured, as a sample (``exhaustive`` false:
+    it must not read as its space's truth), with the run's state "interrupted"; a --resume run measures only the
+    rest, over the whole space, and the group is then whole-space with every config once."""
+    from costmodel import evaluation, model
+
+    configs = tuple({"BLOCK": b, "FAULT": 0} for b in (16, 32, 64, 128, 256))
+    plan = [GroupPlan(FAULTY, {"N": 50}, "float32", configs, True)]
+    with pytest.raises(KeyboardInterrupt):
+        run_plan(plan, tmp_path, _StoppedAfter(2), INTERPRETER, run_id="cut")
+    manifest = json.loads((tmp_path / "_manifests" / "cut.json").read_text())
+    assert manifest["state"] == "interrupted" and manifest["measured"] == 2 and manifest["groups_measured"] == 1
+    rows = dataset.read(tmp_path).to_pylist()
+    assert sorted(r["config_json"] for r in rows) == sorted(dataset.canonical_json(c) for c in configs[:2])
+    assert not any(r["exhaustive"] for r in rows)
+    table = dataset.read(tmp_path).sort_by("group_id")
+    assert not evaluation.group_info(table)["exhaustive"].to_pylist()[0]
+
+    again = _StoppedAfter(None)
+    run_plan(plan, tmp_path, again, INTERPRETER, run_id="rest", resume=True)
+    assert again.asked == [list(configs[2:])]
+    table = dataset.read(tmp_path).sort_by("group_id")
+    assert sorted(table["config_json"].to_pylist()) == sorted(dataset.canonical_json(c) for c in configs)
+    assert evaluation.group_info(table)["exhaustive"].to_pylist() == [True]
+    assert model.gains(table).max() == 1.0
+
+
+def test_a_stopped_measure_hands_the_stop_what_it_measured(monkeypatch):
+    """IsolatedBenchmarker.measure stopped between its chunks (Ctrl-C, a kill) re-raises the stop with the
+    measurements taken so far, as it does a hung GPU's."""
+    from costmodel import benchmark
+
+    monkeypatch.setattr(benchmark, "STREAM_CHUNK", 1)
+
+    def chunk(self, submit, family, problem, dtype, configs, idx, results):
+        if idx.start == 2:
+            raise KeyboardInterrupt
+        results[idx.start] = benchmark.Measurement(configs[idx.start], "ok", latency_ms=1.0)
+
+    monkeypatch.setattr(IsolatedBenchmarker, "_measure_chunk", chunk)
+    monkeypatch.setattr(IsolatedBenchmarker, "prefetch", lambda *a: None)
+    bench = IsolatedBenchmarker(INTERPRETER, device="cpu")
+    configs = [{"BLOCK": b, "FAULT": 0} for b in (16, 32, 64, 128)]
+    with pytest.raises(KeyboardInterrupt) as stop:
+        bench.measure(FAULTY, {"N": 8}, "float32", configs)
+    assert [m is not None for m in stop.value.measurements] == [True, True, False, False]
+
+
 def test_corrupt_or_foreign_parquet_is_a_clear_error(tmp_path):
     part = tmp_path / "gpu=nvidia-h200" / "kernel=matmul"
     part.mkdir(parents=True)
