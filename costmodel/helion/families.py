@@ -424,8 +424,9 @@ def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> lis
     """The twin family's valid configs of ``problem`` on ``hw`` (``costmodel.space``) that ``kernel`` can express
     (``from_twin``) and ``bound``'s ConfigSpec accepts, canonical, in the twin space's order; none for a kernel
     without ``from_twin``. Candidates beside the random population: on a 4155x4096x4476 bf16 matmul 698 of Helion's
-    1,000 random configs have 16-row tiles and 57% are 16x16, and the race's quick search won with 64x256x64 (session
-    19, BENCHMARKS), a tile the twin's space always holds."""
+    1,000 random configs have 16-row tiles and 570 are 16x16 (scripts/helion_candidates.py, Helion 1.5.1:
+    scripts/results/helion_candidates-cpu-2026-12-02-s19.json), and the race's quick search won with 64x256x64
+    (session 19, BENCHMARKS), a tile the twin's space holds."""
     import helion
 
     fam = get(kernel)
