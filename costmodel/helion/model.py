@@ -151,8 +151,8 @@ PARAMS = dataclasses.replace(model.FAST, n_estimators=50, valid_fraction=0.0)
 def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = PARAMS,
           evaluate: bool = True) -> tuple[object, dict]:
     """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
-    as ``training_table(root, gpu)`` gives them, the twins' rows with them or not); ``evaluate`` adds leave-one-kernel-out
-    metrics (a fit per kernel) to the meta."""
+    as ``training_table(root, gpu)`` gives them, the twins' rows with them or not); ``evaluate`` adds
+    leave-one-kernel-out metrics (a fit per kernel) to the meta."""
     booster, info = model.fit(table, params, FEATURES)
     loko = leave_one_kernel_out(table, params) if evaluate else {}
     meta = model.new_meta(gpu, hw, table, info, {"rule": "leave one Helion kernel out"}, loko, FEATURES)
