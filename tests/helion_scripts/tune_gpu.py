@@ -11,7 +11,9 @@ import time
 
 import torch
 
+from costmodel.hardware import HardwareRecord
 from costmodel.helion import configs, families
+from costmodel.helion import model as helion_model
 from tuner import helion as htune
 
 PROBLEMS = {"matmul": ({"M": 2048, "N": 2048, "K": 2048}, "float16"),
@@ -38,7 +40,10 @@ torch.cuda.synchronize()
 wall = time.perf_counter() - t0
 ref = fam.reference(problem, args)
 rel_err = float(torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref))
-spec = kernel.bind(args).config_spec
+bound = kernel.bind(args)
+spec = bound.config_spec
 default = configs.normalise(spec.default_config(), families.op_counts(spec))
+hw = HardwareRecord(**helion_model.load(model_dir).meta["hardware"])
+twins = len(families.twin_candidates(bound, fam.kernel, problem, dtype, hw))  # ranked beside the n random ones
 print(json.dumps({"wall_s": wall, "rel_err": rel_err, "tolerance": fam.tolerance[dtype], "default": default,
-                  "last": tuner.last}, default=str))
+                  "twin_candidates": twins, "last": tuner.last}, default=str))
