@@ -18,7 +18,6 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.errors import CostModelError  # noqa: E402
-from costmodel.hardware import HardwareRecord  # noqa: E402
 from costmodel.helion import families, model as helion_model  # noqa: E402
 
 
@@ -27,7 +26,7 @@ def _brief(c: dict) -> dict:
 
 
 def run(args) -> dict:
-    from tuner.helion import Call, CostModelAutotuner
+    from tuner.helion import Call, CostModelAutotuner, by_score
 
     problem = {k: int(v) for k, v in (kv.split("=") for kv in args.problem.split(","))}
     fam = families.get(args.kernel)
@@ -36,7 +35,7 @@ def run(args) -> dict:
     tuner = CostModelAutotuner(args.model, gpu=cm.gpu)
     call = Call.of(bound, call_args)
     population = families.candidates(bound, tuner.candidates, tuner.seed)
-    twins = families.twin_candidates(bound, fam.kernel, problem, args.dtype, HardwareRecord(**cm.meta["hardware"]))
+    twins = families.twin_candidates(bound, fam.kernel, problem, args.dtype, cm.hardware)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         ranked, default = tuner.ranked(cm, bound, call_args)
@@ -48,8 +47,8 @@ def run(args) -> dict:
             "population": len(population), "twin_candidates": len(twins),
             "population_first_tile": dict(sorted(collections.Counter(c["block_sizes"][0] for c in population).items())),
             "population_top_tiles": [[list(t), n] for t, n in tiles.most_common(5)],
-            "top_population": [_brief(c) for c in tuner._by_score(cm, call, population)[: args.k]],
-            "top_twin": [_brief(c) for c in tuner._by_score(cm, call, twins)[: args.k]] if twins else [],
+            "top_population": [_brief(c) for c in by_score(cm, call, population)[: args.k]],
+            "top_twin": [_brief(c) for c in by_score(cm, call, twins)[: args.k]] if twins else [],
             "timed": [_brief(c) for c in ranked[: args.k]], "default": _brief(default)}
 
 

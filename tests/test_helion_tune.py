@@ -28,7 +28,6 @@ from helion.autotuner.logger import AutotuningLogger  # noqa: E402
 
 from costmodel import dataset, model  # noqa: E402
 from costmodel.errors import CostModelError  # noqa: E402
-from costmodel.hardware import HardwareRecord  # noqa: E402
 from costmodel.helion import configs, families, features  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
 from tuner import helion as htune  # noqa: E402
@@ -204,7 +203,7 @@ def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_tu
     configs); the ranked order takes the model's best of each pool in turn, so the top k holds k/2 of each.
     A kernel without ``from_twin`` ranks the population alone."""
     cm = helion_model.load(trained)
-    hw = HardwareRecord(**cm.meta["hardware"])
+    hw = cm.hardware
     tuner = htune.CostModelAutotuner(trained, candidates=40, gpu=GPU, helion_version="1.4.0")
     problem, dtype = {"M": 512, "N": 768, "K": 1024}, "bfloat16"
     bound, args = _bound("helion:matmul", problem, dtype)
@@ -215,8 +214,8 @@ def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_tu
     assert len(twins) > 100 and not set(pop) & {key(c) for c in twins}
     assert sorted(key(c) for c in ranked) == sorted(pop + [key(c) for c in twins])
     call = htune.Call.of(bound, args)
-    twin_order = [key(c) for c in tuner._by_score(cm, call, twins)]
-    pop_order = [key(c) for c in tuner._by_score(cm, call, [json.loads(c) for c in pop])]
+    twin_order = [key(c) for c in htune.by_score(cm, call, twins)]
+    pop_order = [key(c) for c in htune.by_score(cm, call, [json.loads(c) for c in pop])]
     top = [key(c) for c in ranked[:K]]
     assert sorted(top) == sorted(pop_order[: K // 2] + twin_order[: K // 2])
     assert top[::2] == pop_order[: K // 2] and top[1::2] == twin_order[: K // 2]

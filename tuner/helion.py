@@ -46,7 +46,6 @@ import numpy as np
 from costmodel import model
 from costmodel.benchmark import HELION_COMPILE_LIMIT_S
 from costmodel.errors import CostModelError
-from costmodel.hardware import HardwareRecord
 from costmodel.helion import configs as hconfigs, families
 from costmodel.helion import features as hfeatures
 from costmodel.helion import model as helion_model
@@ -199,6 +198,13 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
     return finals[i], t_best
 
 
+def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
+    """``cands`` (canonical) in the order of the model's scores for ``call``, predicted fastest first."""
+    scores = helion_model.score(cm, call.kernel, call.problem, call.dtype, [hconfigs.config_json(c) for c in cands],
+                                call.shape)
+    return [cands[i] for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
+
+
 def alternate(ranked: list[list[dict]]) -> list[dict]:
     """The lists' configs taken in turn, first of each, then second of each, ...; a config already taken is
     skipped."""
@@ -345,16 +351,9 @@ class CostModelAutotuner:
         else:
             pools = [families.candidates(bound, int(self.candidates), self.seed)]
             if call.shape is None:
-                pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype,
-                                                      HardwareRecord(**cm.meta["hardware"])))
-        ranked = [self._by_score(cm, call, [hconfigs.normalise(c, counts) for c in pool]) for pool in pools if pool]
+                pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype, cm.hardware))
+        ranked = [by_score(cm, call, [hconfigs.normalise(c, counts) for c in pool]) for pool in pools if pool]
         return alternate(ranked), hconfigs.normalise(spec.default_config(), counts)
-
-    @staticmethod
-    def _by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
-        scores = helion_model.score(cm, call.kernel, call.problem, call.dtype,
-                                    [hconfigs.config_json(c) for c in cands], call.shape)
-        return [cands[i] for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
 
     def helion_search(self, bound, args, cm, **kwargs):
         """Helion's own search, wrapped in its cache as ``default_autotuner_fn`` builds it, with the model's top

@@ -336,8 +336,8 @@ def _attention_problem(args: tuple) -> Problem:
 # a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation) reads as none. Attention's
 # twin was tried the same way ([1, BLOCK_M, BLOCK_N]) and dropped: its tiles are 64-128 query rows, and on the one
 # Helion attention group (8 heads of 2,112 rows, causal), whose fastest configs take 16-32, its rows took the
-# held-out top-8 from 0.847 to 0.029 (session 19, one run of scripts/helion_model.py at seed 0 with that mapping,
-# not kept; matmul's rows alone cost that group less: helion/model.py).
+# held-out top-8 from 0.847 to 0.029 (a lead: session 19, one run of scripts/helion_model.py at seed 0 with that
+# mapping, whose output was not kept; matmul's rows alone cost that group less: helion/model.py).
 
 def _matmul_from_twin(c: dict) -> dict | None:
     if any(c.get(k, 0) for k in ("SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")):
@@ -438,13 +438,14 @@ def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> lis
     counts = op_counts(spec)
     for c in space.enumerate_valid(fam.twin_family(), problem, dtype, hw):
         h = fam.from_twin(c)
-        if h is None or configs.config_json(h, counts) in out:
+        key = None if h is None else configs.config_json(h, counts)
+        if key is None or key in out:
             continue
         try:
             spec.normalize(helion.Config(**h))
         except Exception:  # noqa: BLE001 - a config this spec does not allow (Helion raises several kinds)
             continue
-        out[configs.config_json(h, counts)] = configs.normalise(h, counts)
+        out[key] = configs.normalise(h, counts)
     return list(out.values())
 
 

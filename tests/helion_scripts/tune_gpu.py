@@ -11,7 +11,6 @@ import time
 
 import torch
 
-from costmodel.hardware import HardwareRecord
 from costmodel.helion import configs, families
 from costmodel.helion import model as helion_model
 from tuner import helion as htune
@@ -43,7 +42,7 @@ rel_err = float(torch.linalg.norm(out.float() - ref) / torch.linalg.norm(ref))
 bound = kernel.bind(args)
 spec = bound.config_spec
 default = configs.normalise(spec.default_config(), families.op_counts(spec))
-hw = HardwareRecord(**helion_model.load(model_dir).meta["hardware"])
+hw = helion_model.load(model_dir).hardware
 twins = len(families.twin_candidates(bound, fam.kernel, problem, dtype, hw))  # ranked beside the n random ones
 print(json.dumps({"wall_s": wall, "rel_err": rel_err, "tolerance": fam.tolerance[dtype], "default": default,
                   "twin_candidates": twins, "last": tuner.last}, default=str))
