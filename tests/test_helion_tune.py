@@ -388,6 +388,40 @@ def test_helions_rebenchmark_re_times_the_compiled_finalists(monkeypatch):
     assert timer.kept is None and timer.retime(bound, args, cfgs) == [None, None]  # the search let go
 
 
+def test_the_benchmark_worker_starts_before_the_batch_and_the_batch_times_in_it(monkeypatch):
+    """HelionBenchmark.prepare starts Helion's benchmark worker (a spawned Python) as the search starts, so that its
+    start overlaps the ranking and the compiles; the batch's provider times in that worker, not a new one, and shuts
+    it down after. A worker no batch took is shut down; with Helion's subprocess timing off none starts."""
+    from helion.autotuner import base_search
+    from helion.autotuner.benchmark_provider import BenchmarkResult
+
+    row = _race("helion:rms_norm")
+    fam = families.get(row["kernel"])
+    bound, args = _bound(row["kernel"], row["problem"], row["dtype"], autotune_benchmark_subprocess=True,
+                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
+    seen = []
+
+    def benchmark_batch(self, cfgs, *, desc=""):
+        seen.append(self.benchmark_provider._benchmark_worker)
+        return [BenchmarkResult(config=c, fn=lambda *a: None, perf=1.0, status="ok", compile_time=None) for c in cfgs]
+
+    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
+    timer = htune.HelionBenchmark()
+    cfgs = [_raced_config(row, "costmodel"), row["default"]["config"]]
+    timer.prepare(bound)
+    started = timer.worker
+    assert started is not None and started.alive()
+    timer.measure(bound, args, cfgs)
+    assert seen == [started] and timer.worker is None and not started.alive()  # the search's cleanup shut it down
+    timer.prepare(bound)
+    unused = timer.worker
+    timer.measure(bound, args, cfgs[:1])  # one config: no batch
+    assert len(seen) == 1 and timer.worker is None and not unused.alive()
+    off, _ = _bound(row["kernel"], row["problem"], row["dtype"], autotune_benchmark_subprocess=False)
+    timer.prepare(off)
+    assert timer.worker is None
+
+
 # --- (c) the fallback ------------------------------------------------------------------------------------
 
 class FakeSearch:

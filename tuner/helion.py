@@ -36,10 +36,12 @@ This module imports helion when called, never at import; costmodel/ never import
 from __future__ import annotations
 
 import dataclasses
+import os
 import sys
 import time
 import warnings
 from typing import Any, Callable, Protocol, Sequence
+from unittest import mock
 
 import numpy as np
 
@@ -69,6 +71,9 @@ class HelionFallbackWarning(UserWarning):
 
 
 class HelionTimer(Protocol):
+    """Times configs of a bound kernel. It may also have ``prepare(bound)``, called as the search starts, before the
+    ranking: work that overlaps the ranking (``HelionBenchmark`` starts its benchmark worker there)."""
+
     def measure(self, bound, args: Sequence[object], configs: list[dict]) -> list[float | None]:
         """Milliseconds per canonical config (None: it did not compile, run or pass the accuracy check)."""
 
@@ -86,6 +91,37 @@ class HelionBenchmark:
     def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS):
         self.rounds, self.target_ms = rounds, target_ms
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
+        self.worker: Any = None  # a benchmark worker started by ``prepare``, not yet handed to a batch
+
+    def prepare(self, bound) -> None:
+        """Start the benchmark worker the batch will time in, now. Helion 1.4.0 times each config in a long-lived
+        spawned worker (``autotune_benchmark_subprocess``, on by default: a hung kernel can be killed) and starts it
+        at the batch's first timing, after the configs' code generation and compiles: a new Python importing torch
+        and Helion, then a CUDA context, all on the tune's wall. Started here it starts while the model ranks and
+        Helion compiles. The batch's search takes it over (and shuts it down); ``measure`` shuts it down if no batch
+        ran."""
+        self.release()
+        if not getattr(bound.settings, "autotune_benchmark_subprocess", False):
+            return
+        try:
+            from helion.autotuner.benchmark_worker import BenchmarkWorker
+        except ImportError:  # a Helion without the worker: it times in this process
+            return
+        self.worker = BenchmarkWorker(device=None)
+        # in the environment Helion's search spawns it in (BaseSearch.autotune's overrides)
+        with mock.patch.dict(os.environ, {"TRITON_LOCAL_BUILD": "1",
+                                          "TRITON_STORE_BINARY_ONLY": os.environ.get("TRITON_STORE_BINARY_ONLY", "1")}):
+            self.worker._start()
+
+    def hand_over(self) -> Any:
+        """The started worker, which is then the caller's (None: none started)."""
+        worker, self.worker = self.worker, None
+        return worker
+
+    def release(self) -> None:
+        worker = self.hand_over()
+        if worker is not None:
+            worker.shutdown()
 
     def measure(self, bound, args, configs):
         self.kept = None
@@ -97,11 +133,12 @@ class HelionBenchmark:
         settings.autotune_compile_timeout = min(allowed, int(HELION_COMPILE_LIMIT_S))
         try:
             if len(configs) > 1:  # nothing to check a single config against
-                search = _timed_search()(bound, args, [_config(c) for c in configs])
+                search = _timed_search()(bound, args, [_config(c) for c in configs], self.hand_over)
                 search.autotune(skip_cache=True)
                 self.kept = search, {hconfigs.config_json(m.config, counts): m for m in search.members}
         finally:
             settings.autotune_compile_timeout = allowed
+            self.release()
         members = self.kept[1] if self.kept else {}
         return [_finite(members[j].perf) if (j := hconfigs.config_json(c, counts)) in members else None
                 for c in configs]
@@ -125,15 +162,19 @@ class HelionBenchmark:
 
 def _timed_search():
     """Helion's ``PopulationBasedSearch`` over given configs: one ``benchmark_batch``, whose results it keeps as
-    population members (their compiled functions, for ``rebenchmark``)."""
+    population members (their compiled functions, for ``rebenchmark``), timed in the benchmark worker ``worker()``
+    gives (None: Helion starts one when it first times)."""
     from helion.autotuner.base_search import PopulationBasedSearch, PopulationMember
 
     class Timed(PopulationBasedSearch):
-        def __init__(self, kernel, args, configs):
+        def __init__(self, kernel, args, configs, worker: Callable[[], Any] = lambda: None):
             super().__init__(kernel, args)
-            self.configs, self.members = configs, []
+            self.configs, self.members, self.worker = configs, [], worker
 
         def _autotune(self):
+            provider = self.benchmark_provider  # made by autotune(): hand it the started worker, which it shuts down
+            if getattr(provider, "_benchmark_worker", False) is None:
+                provider._benchmark_worker = self.worker()
             results = self.benchmark_batch(self.configs, desc="costmodel top-k")
             self.members = [PopulationMember(r.fn, [r.perf], self.config_gen.flatten(r.config), r.config, r.status)
                             for r in results]
@@ -414,7 +455,14 @@ class CostModelSearch:
     def autotune(self, *, skip_cache: bool = False):
         t0 = time.perf_counter()
         tuner, timer = self.tuner, self.tuner.timer
-        ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
+        prepare = getattr(timer, "prepare", None)
+        if prepare is not None:
+            prepare(self.kernel)
+        try:
+            ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
+        except BaseException:
+            getattr(timer, "release", lambda: None)()
+            raise
         t_ranked = time.perf_counter()
         top = ranked[: tuner.k]
         batch = top if default in top else [*top, default]
