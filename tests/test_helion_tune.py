@@ -388,40 +388,6 @@ def test_helions_rebenchmark_re_times_the_compiled_finalists(monkeypatch):
     assert timer.kept is None and timer.retime(bound, args, cfgs) == [None, None]  # the search let go
 
 
-def test_the_benchmark_worker_starts_before_the_batch_and_the_batch_times_in_it(monkeypatch):
-    """HelionBenchmark.prepare starts Helion's benchmark worker (a spawned Python) as the search starts, so that its
-    start overlaps the ranking and the compiles; the batch's provider times in that worker, not a new one, and shuts
-    it down after. A worker no batch took is shut down; with Helion's subprocess timing off none starts."""
-    from helion.autotuner import base_search
-    from helion.autotuner.benchmark_provider import BenchmarkResult
-
-    row = _race("helion:rms_norm")
-    fam = families.get(row["kernel"])
-    bound, args = _bound(row["kernel"], row["problem"], row["dtype"], autotune_benchmark_subprocess=True,
-                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
-    seen = []
-
-    def benchmark_batch(self, cfgs, *, desc=""):
-        seen.append(self.benchmark_provider._benchmark_worker)
-        return [BenchmarkResult(config=c, fn=lambda *a: None, perf=1.0, status="ok", compile_time=None) for c in cfgs]
-
-    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
-    timer = htune.HelionBenchmark()
-    cfgs = [_raced_config(row, "costmodel"), row["default"]["config"]]
-    timer.prepare(bound)
-    started = timer.worker
-    assert started is not None and started.alive()
-    timer.measure(bound, args, cfgs)
-    assert seen == [started] and timer.worker is None and not started.alive()  # the search's cleanup shut it down
-    timer.prepare(bound)
-    unused = timer.worker
-    timer.measure(bound, args, cfgs[:1])  # one config: no batch
-    assert len(seen) == 1 and timer.worker is None and not unused.alive()
-    off, _ = _bound(row["kernel"], row["problem"], row["dtype"], autotune_benchmark_subprocess=False)
-    timer.prepare(off)
-    assert timer.worker is None
-
-
 # --- (c) the fallback ------------------------------------------------------------------------------------
 
 class FakeSearch:
@@ -501,10 +467,11 @@ def test_a_kernel_unlike_the_data_hands_over(rows, fake_search, tmp_path):
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want and len(want) == tuner.n_seeds
 
 
-def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
+def test_the_top_k_compiles_within_the_collectors_bound_and_is_timed_in_process(monkeypatch):
     """Helion's compile-and-benchmark path times the top-k with its compile timeout capped at the collector's
-    bound (Helion allows 60 s, and its population holds configs that compile for minutes); the setting is the
-    kernel's own again afterwards, and a lower one is kept."""
+    bound (Helion allows 60 s, and its population holds configs that compile for minutes), and in this process, not
+    Helion's spawned benchmark worker (15-20 s of a cold tune's wall on the H200), unless asked to; the settings are
+    the kernel's own again afterwards, and a lower timeout is kept."""
     from helion.autotuner.base_search import PopulationBasedSearch
 
     from costmodel.benchmark import HELION_COMPILE_LIMIT_S
@@ -513,16 +480,19 @@ def test_the_top_k_compiles_within_the_collectors_bound(monkeypatch):
     seen = []
 
     def autotune(self, skip_cache=False):  # where Helion's search starts: its baseline, then the batch
-        seen.append(self.settings.autotune_compile_timeout)
+        seen.append((self.settings.autotune_compile_timeout, self.settings.autotune_benchmark_subprocess))
         raise RuntimeError("no GPU here")
 
     monkeypatch.setattr(PopulationBasedSearch, "autotune", autotune)
     for allowed, capped in ((60, int(HELION_COMPILE_LIMIT_S)), (10, 10)):
-        bound, args = _bound("helion:softmax", {"M": 8, "N": 64}, "float16", autotune_compile_timeout=allowed)
-        candidates = families.candidates(bound, 2, seed=0)
-        with pytest.raises(RuntimeError, match="no GPU"):
-            HelionBenchmark().measure(bound, args, candidates)
-        assert seen[-1] == capped and bound.settings.autotune_compile_timeout == allowed
+        for in_process in (True, False):
+            bound, args = _bound("helion:softmax", {"M": 8, "N": 64}, "float16", autotune_compile_timeout=allowed,
+                                 autotune_benchmark_subprocess=True)
+            candidates = families.candidates(bound, 2, seed=0)
+            with pytest.raises(RuntimeError, match="no GPU"):
+                HelionBenchmark(in_process=in_process).measure(bound, args, candidates)
+            assert seen[-1] == (capped, not in_process)
+            assert bound.settings.autotune_compile_timeout == allowed and bound.settings.autotune_benchmark_subprocess
 
 
 # --- on the GPU ------------------------------------------------------------------------------------------

@@ -36,12 +36,10 @@ This module imports helion when called, never at import; costmodel/ never import
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 import time
 import warnings
 from typing import Any, Callable, Protocol, Sequence
-from unittest import mock
 
 import numpy as np
 
@@ -71,9 +69,6 @@ class HelionFallbackWarning(UserWarning):
 
 
 class HelionTimer(Protocol):
-    """Times configs of a bound kernel. It may also have ``prepare(bound)``, called as the search starts, before the
-    ranking: work that overlaps the ranking (``HelionBenchmark`` starts its benchmark worker there)."""
-
     def measure(self, bound, args: Sequence[object], configs: list[dict]) -> list[float | None]:
         """Milliseconds per canonical config (None: it did not compile, run or pass the accuracy check)."""
 
@@ -88,40 +83,9 @@ class HelionBenchmark:
     do_bench of the functions the batch compiled: a recompile would cost seconds), as Helion's final verification
     does, ``rounds`` times in alternating order, and lets go of the search."""
 
-    def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS):
-        self.rounds, self.target_ms = rounds, target_ms
+    def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True):
+        self.rounds, self.target_ms, self.in_process = rounds, target_ms, in_process
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
-        self.worker: Any = None  # a benchmark worker started by ``prepare``, not yet handed to a batch
-
-    def prepare(self, bound) -> None:
-        """Start the benchmark worker the batch will time in, now. Helion 1.4.0 times each config in a long-lived
-        spawned worker (``autotune_benchmark_subprocess``, on by default: a hung kernel can be killed) and starts it
-        at the batch's first timing, after the configs' code generation and compiles: a new Python importing torch
-        and Helion, then a CUDA context, all on the tune's wall. Started here it starts while the model ranks and
-        Helion compiles. The batch's search takes it over (and shuts it down); ``measure`` shuts it down if no batch
-        ran."""
-        self.release()
-        if not getattr(bound.settings, "autotune_benchmark_subprocess", False):
-            return
-        try:
-            from helion.autotuner.benchmark_worker import BenchmarkWorker
-        except ImportError:  # a Helion without the worker: it times in this process
-            return
-        self.worker = BenchmarkWorker(device=None)
-        # in the environment Helion's search spawns it in (BaseSearch.autotune's overrides)
-        with mock.patch.dict(os.environ, {"TRITON_LOCAL_BUILD": "1",
-                                          "TRITON_STORE_BINARY_ONLY": os.environ.get("TRITON_STORE_BINARY_ONLY", "1")}):
-            self.worker._start()
-
-    def hand_over(self) -> Any:
-        """The started worker, which is then the caller's (None: none started)."""
-        worker, self.worker = self.worker, None
-        return worker
-
-    def release(self) -> None:
-        worker = self.hand_over()
-        if worker is not None:
-            worker.shutdown()
 
     def measure(self, bound, args, configs):
         self.kept = None
@@ -131,14 +95,23 @@ class HelionBenchmark:
         # a compile capped at the collector's bound, not Helion's 60 s: Helion's random population holds configs that
         # compile for minutes (their rows are timeouts at 30 s; the ok rows' 99.9th percentile is 28 s on the H200)
         settings.autotune_compile_timeout = min(allowed, int(HELION_COMPILE_LIMIT_S))
+        # timed in this process, not Helion 1.4.0's default spawned worker (autotune_benchmark_subprocess, there to kill
+        # a hung kernel): that worker cost a cold tune 15-20 s on the H200, whatever the kernel (softmax 64x2560 fp16:
+        # 20.5 and 27.1 s against 5.5 s; matmul 3468x4713x749 fp16: 23.9 s against 9.1 s; session 20,
+        # scripts/experiments/helion_tune_profile.py). The compiles still run in Helion's precompile processes, under
+        # their timeout, and the top k are the configs the model ranks fastest, not a random population.
+        subprocess_allowed = getattr(settings, "autotune_benchmark_subprocess", None)
+        if self.in_process and subprocess_allowed:
+            settings.autotune_benchmark_subprocess = False
         try:
             if len(configs) > 1:  # nothing to check a single config against
-                search = _timed_search()(bound, args, [_config(c) for c in configs], self.hand_over)
+                search = _timed_search()(bound, args, [_config(c) for c in configs])
                 search.autotune(skip_cache=True)
                 self.kept = search, {hconfigs.config_json(m.config, counts): m for m in search.members}
         finally:
             settings.autotune_compile_timeout = allowed
-            self.release()
+            if subprocess_allowed is not None:
+                settings.autotune_benchmark_subprocess = subprocess_allowed
         members = self.kept[1] if self.kept else {}
         return [_finite(members[j].perf) if (j := hconfigs.config_json(c, counts)) in members else None
                 for c in configs]
@@ -162,19 +135,15 @@ class HelionBenchmark:
 
 def _timed_search():
     """Helion's ``PopulationBasedSearch`` over given configs: one ``benchmark_batch``, whose results it keeps as
-    population members (their compiled functions, for ``rebenchmark``), timed in the benchmark worker ``worker()``
-    gives (None: Helion starts one when it first times)."""
+    population members (their compiled functions, for ``rebenchmark``)."""
     from helion.autotuner.base_search import PopulationBasedSearch, PopulationMember
 
     class Timed(PopulationBasedSearch):
-        def __init__(self, kernel, args, configs, worker: Callable[[], Any] = lambda: None):
+        def __init__(self, kernel, args, configs):
             super().__init__(kernel, args)
-            self.configs, self.members, self.worker = configs, [], worker
+            self.configs, self.members = configs, []
 
         def _autotune(self):
-            provider = self.benchmark_provider  # made by autotune(): hand it the started worker, which it shuts down
-            if getattr(provider, "_benchmark_worker", False) is None:
-                provider._benchmark_worker = self.worker()
             results = self.benchmark_batch(self.configs, desc="costmodel top-k")
             self.members = [PopulationMember(r.fn, [r.perf], self.config_gen.flatten(r.config), r.config, r.status)
                             for r in results]
@@ -455,14 +424,7 @@ class CostModelSearch:
     def autotune(self, *, skip_cache: bool = False):
         t0 = time.perf_counter()
         tuner, timer = self.tuner, self.tuner.timer
-        prepare = getattr(timer, "prepare", None)
-        if prepare is not None:
-            prepare(self.kernel)
-        try:
-            ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
-        except BaseException:
-            getattr(timer, "release", lambda: None)()
-            raise
+        ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
         t_ranked = time.perf_counter()
         top = ranked[: tuner.k]
         batch = top if default in top else [*top, default]

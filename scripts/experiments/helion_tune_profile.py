@@ -2,11 +2,12 @@
 indices) and each --variant, ``bench_helion.tune_once("costmodel", ...)`` runs cold in a new process
 (bench_helion.cold_env), under cProfile with --profile; the tune's wall and phase times (and the top functions by
 cumulative time) are printed and written to --out (JSON lines). Variants:
-  early    the tuner as it is: the benchmark worker started as the search starts (HelionBenchmark.prepare)
-  late     the worker started where Helion starts it, at the batch's first timing (session 20's first race)
-  inproc   no worker: HELION_AUTOTUNE_BENCHMARK_SUBPROCESS=0, Helion times in the tuning process
+  inproc   the tuner as it is: the batch timed in the tuning process (HelionBenchmark(in_process=True))
+  worker   the batch timed in Helion 1.4.0's spawned benchmark worker, its default (the tuner until session 20)
+(Session 20 also tried the worker started as the search starts: Helion deep-copies the settings, which hold the
+tuner, and a started process cannot be copied; so its run failed.)
 
-    PYTHONPATH=.:scripts python3 scripts/experiments/helion_tune_profile.py --only 0,3 --variant early,late --out p.jsonl
+    PYTHONPATH=.:scripts python3 scripts/experiments/helion_tune_profile.py --only 0,3 --variant inproc,worker --out p.jsonl
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import bench_helion  # noqa: E402
 
 TOP = 45
-VARIANTS = ("early", "late", "inproc")
+VARIANTS = ("inproc", "worker")
 
 
 def tune(variant: str, index: int) -> dict:
     """One cold tune in this process (the child of ``main``)."""
     from tuner import helion as htune
 
-    if variant == "late":
-        htune.HelionBenchmark.prepare = lambda self, bound: None
+    if variant == "worker":
+        htune.HelionBenchmark.__init__.__defaults__ = (htune.VERIFY_ROUNDS, htune.VERIFY_MS, False)
     problems = bench_helion.race_problems(bench_helion.recorded(bench_helion.ROOT / "data"))
     name, prob, dtype = problems[index]
     return bench_helion.tune_once("costmodel", name, prob, dtype)
@@ -42,7 +43,7 @@ def tune(variant: str, index: int) -> dict:
 
 @click.command()
 @click.option("--only", required=True, help="comma-separated race problem indices (bench_helion.py --list)")
-@click.option("--variant", "variants", default="early", help=f"comma-separated, of {', '.join(VARIANTS)}")
+@click.option("--variant", "variants", default="inproc", help=f"comma-separated, of {', '.join(VARIANTS)}")
 @click.option("--profile/--no-profile", default=False, help="run each tune under cProfile")
 @click.option("--out", type=click.Path(), default=None)
 @click.option("--child", type=(str, int), default=None, hidden=True)
@@ -62,8 +63,6 @@ def main(only: str, variants: str, profile: bool, out: str | None, child) -> Non
                 name, prob, dtype = problems[i]
                 prof = os.path.join(scratch, f"{i}-{variant}.prof")
                 env = bench_helion.cold_env(base, scratch)
-                if variant == "inproc":
-                    env["HELION_AUTOTUNE_BENCHMARK_SUBPROCESS"] = "0"
                 cmd = [sys.executable, *(["-m", "cProfile", "-o", prof] if profile else []), __file__,
                        "--only", str(i), "--child", variant, str(i)]
                 run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
