@@ -22,7 +22,8 @@ from costmodel.helion import families, model as helion_model  # noqa: E402
 
 
 def _brief(c: dict) -> dict:
-    return {k: c.get(k) for k in ("block_sizes", "num_warps", "num_stages", "pid_type", "indexing", "l2_groupings")}
+    return {k: c.get(k) for k in ("block_sizes", "num_warps", "num_stages", "pid_type", "indexing", "l2_groupings",
+                                  "reduction_loops")}
 
 
 def run(args) -> dict:

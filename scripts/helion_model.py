@@ -3,7 +3,7 @@
 held-out-shape evaluation, and (with --out / --ship) a model trained on every group (CPU).
 
     python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N]
-        [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--json]
+        [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--twin-kernels K1,K2] [--json]
 
 Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
 kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
@@ -30,12 +30,13 @@ from costmodel.helion import model as helion_model  # noqa: E402
 
 
 def run(args) -> dict:
-    table, gpu = helion_model.training_table(args.data, args.gpu, args.twin_per_group)
+    table, gpu = helion_model.training_table(args.data, args.gpu, args.twin_per_group, args.twin_kernels.split(","))
     params = dataclasses.replace(model.FAST if args.fast else helion_model.PARAMS, seed=args.seed)
     if args.trees:
         params = dataclasses.replace(params, n_estimators=args.trees, valid_fraction=0.0)
     out = {"gpu": gpu, "rows": table.num_rows, "twin_rows": int(helion_model.is_twin(table).sum()),
-           "twin_per_group": args.twin_per_group, "seed": args.seed, **helion_model.leave_one_kernel_out(table, params),
+           "twin_per_group": args.twin_per_group, "twin_kernels": args.twin_kernels, "seed": args.seed,
+           **helion_model.leave_one_kernel_out(table, params),
            "held_out_shapes": helion_model.held_out_shapes(table, params),
            "held_out_together": [helion_model.leave_kernels_out(table, ks.split(","), params) for ks in args.together]}
     where = helion_model.model_dir(gpu) if args.ship else args.out
@@ -78,6 +79,8 @@ def main(argv=None) -> int:
     p.add_argument("--twin-per-group", type=int, default=helion_model.TWIN_PER_GROUP, metavar="N",
                    help="at most N configs of each Triton twin group (helion.model.twin_rows) train too; 0: none "
                    "(default %(default)s)")
+    p.add_argument("--twin-kernels", default=",".join(helion_model.TWIN_KERNELS), metavar="K1,K2",
+                   help="the Helion kernels whose twins' rows train (default %(default)s)")
     p.add_argument("--json", action="store_true")
     args = p.parse_args(argv)
     try:

@@ -219,10 +219,10 @@ def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_tu
     top = [key(c) for c in ranked[:K]]
     assert sorted(top) == sorted(pop_order[: K // 2] + twin_order[: K // 2])
     assert top[::2] == pop_order[: K // 2] and top[1::2] == twin_order[: K // 2]
-    # softmax has a twin but no from_twin: its population alone
-    sm = {"M": 64, "N": 2560}
-    bound, args = _bound("helion:softmax", sm, "float16")
-    assert families.twin_candidates(bound, "helion:softmax", sm, "float16", hw) == []
+    # attention has a twin but no from_twin: its population alone
+    at = {"B": 1, "H": 2, "S": 128, "D": 128, "CAUSAL": 0}
+    bound, args = _bound("helion:attention", at, "float16")
+    assert families.twin_candidates(bound, "helion:attention", at, "float16", hw) == []
     assert len(tuner.ranked(cm, bound, args)[0]) == len(families.candidates(bound, 40, 0))
 
 
@@ -544,28 +544,37 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     second = run("cached")  # NoTimer: any timing fails the call
     assert second["last"] == {} and second["rel_err"] <= second["tolerance"]
     small = run("tune", "rms_norm")
-    assert small["rel_err"] <= small["tolerance"] and small["last"]["candidates"] == 300  # no twin's space
-    assert small["twin_candidates"] == 0
+    assert small["rel_err"] <= small["tolerance"]  # its twin's space too (row-wise twins, session 20)
+    assert small["twin_candidates"] > 0 and 300 < small["last"]["candidates"] <= 300 + small["twin_candidates"]
     _verified(small)
 
 
-def test_twin_configs_read_as_the_helion_configs_helion_itself_writes():
-    """Every Triton matmul config of the data that Helion's matmul can express reads as a config its ConfigSpec
-    accepts, already in the canonical form Helion's own normalisation gives (so it reads as a Helion row would)."""
+@pytest.mark.parametrize("name,problem", [("matmul", {"M": 4096, "N": 4096, "K": 4096}),
+                                          ("softmax", {"M": 64, "N": 6000}), ("layer_norm", {"M": 64, "N": 4096}),
+                                          ("rms_norm", {"M": 64, "N": 2560})])
+def test_twin_configs_read_as_the_helion_configs_helion_itself_writes(name, problem):
+    """Every Triton config of the twin's data that the Helion kernel can express reads, for a problem, as a config
+    its ConfigSpec accepts, already in the canonical form Helion's own normalisation gives (so it reads as a Helion
+    row would). A row-wise twin's chunk covering the row reads as no reduction loop, a shorter one as a loop of it."""
     import helion
     import pyarrow.dataset as pds
 
-    fam = families.get("matmul")
-    bound, _ = fam.bind({"M": 4096, "N": 4096, "K": 4096}, "float16")
-    seen = sorted(set(dataset.read(ROOT / "data", ["config_json"], pds.field("kernel") == "matmul")["config_json"]
-                      .to_pylist()))
-    mapped = [fam.from_twin(json.loads(c)) for c in seen]
-    expressible = list({json.dumps(c, sort_keys=True): c for c in mapped if c is not None}.values())
-    # the split tail and the epilogue subtile have no counterpart: those configs read as none
-    assert 0 < len(expressible) < len(mapped)
-    assert all(fam.from_twin(json.loads(c)) is None for c in seen if json.loads(c).get("SPLIT_TAIL"))
-    assert {c["pid_type"] for c in expressible} == {"flat", "persistent_interleaved"}
+    fam = families.get(name)
+    bound, _ = fam.bind(problem, "float16")
     ops = families.op_counts(bound.config_spec)
+    seen = sorted(set(dataset.read(ROOT / "data", ["config_json"], pds.field("kernel") == fam.twin)["config_json"]
+                      .to_pylist()))
+    mapped = [fam.from_twin(json.loads(c), problem, ops) for c in seen]
+    expressible = list({json.dumps(c, sort_keys=True): c for c in mapped if c is not None}.values())
+    assert {c["pid_type"] for c in expressible} == {"flat", "persistent_interleaved"}
+    if name == "matmul":  # the split tail and the epilogue subtile have no counterpart: those configs read as none
+        assert 0 < len(expressible) < len(mapped)
+        assert all(fam.from_twin(json.loads(c)) is None for c in seen if json.loads(c).get("SPLIT_TAIL"))
+    else:
+        assert None not in mapped
+        for c, h in zip(map(json.loads, seen), mapped):
+            assert h["reduction_loops"] == [c["BLOCK_N"] if c["BLOCK_N"] < problem["N"] else None]
+        assert {h["reduction_loops"][0] is None for h in mapped} == {True, False}
     for c in expressible:
         cfg = helion.Config(**c)
         bound.config_spec.normalize(cfg)  # raises on a config the spec does not allow
@@ -576,7 +585,7 @@ def test_twin_rows_train_and_are_never_scored(rows):
     table, gpu = helion_model.training_table(ROOT / "data", GPU, twin_per_group=5)
     twin = helion_model.is_twin(table)
     tw = table.filter(pa.array(twin))
-    assert 0 < tw.num_rows and set(tw["kernel"].to_pylist()) == {"helion:matmul"}
+    assert 0 < tw.num_rows and set(tw["kernel"].to_pylist()) == {"helion:matmul"}  # helion_model.TWIN_KERNELS
     sizes = pc.value_counts(tw["group_id"]).field("counts").to_pylist()
     assert max(sizes) == 5 and len(sizes) > len(set(rows["group_id"].to_pylist()))
     assert table.filter(pa.array(~twin)).num_rows == rows.num_rows  # the Helion rows, all of them
@@ -593,6 +602,12 @@ def test_twin_rows_train_and_are_never_scored(rows):
     assert helion_model.training_table(ROOT / "data", GPU, twin_per_group=0)[0].num_rows == rows.num_rows
     with pytest.raises(CostModelError, match="0 or more"):
         helion_model.training_table(ROOT / "data", GPU, twin_per_group=-1)
+    rowwise = helion_model.training_table(ROOT / "data", GPU, twin_per_group=2,
+                                          twin_kernels=["helion:matmul", "helion:softmax"])[0]
+    kernels = set(rowwise.filter(pa.array(helion_model.is_twin(rowwise)))["kernel"].to_pylist())
+    assert kernels == {"helion:matmul", "helion:softmax"}
+    with pytest.raises(CostModelError, match="no twin rows for helion:swiglu"):
+        helion_model.training_table(ROOT / "data", GPU, twin_kernels=["helion:swiglu"])
 
 
 def test_kernels_held_out_together_on_recorded_rows(rows):

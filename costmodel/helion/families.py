@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import random
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -62,9 +62,10 @@ class HelionFamily:
     # against ``features.spec_shape`` on the recorded groups
     memory_ops: tuple[tuple[int, int], tuple[int, int]]
     twin: str | None = None         # the Triton family with the same problems (dims, generator, inputs, reference)
-    # the canonical Helion config a config of the twin reads as (None where the twin's config uses a knob this
-    # kernel has no counterpart of): the twin's rows then train the Helion model too (helion.model.twin_rows)
-    from_twin: Callable[[dict], dict | None] | None = None
+    # the canonical Helion config a config of the twin reads as, for a problem and the kernel's per-op counts
+    # (``op_counts``), None where the twin's config uses a knob this kernel has no counterpart of: the twin's rows
+    # then train the Helion model too (helion.model.twin_rows), its space joins the tuner's candidates
+    from_twin: Callable[[dict, Problem, Mapping[str, int]], dict | None] | None = None
     own: KernelSpec | None = None   # else the kernel's own
     args: Callable[[Problem, tuple], tuple] = _as_args       # the Helion kernel's arguments for (problem, inputs)
     problem_of: Callable[[tuple], Problem] = _rows_cols      # its inverse: the problem of a call's arguments
@@ -339,7 +340,8 @@ def _attention_problem(args: tuple) -> Problem:
 # held-out top-8 from 0.847 to 0.029 (a lead: session 19, one run of scripts/helion_model.py at seed 0 with that
 # mapping, whose output was not kept; matmul's rows alone cost that group less: helion/model.py).
 
-def _matmul_from_twin(c: dict) -> dict | None:
+def _matmul_from_twin(c: dict, problem: Problem | None = None, counts: Mapping[str, int] | None = None
+                      ) -> dict | None:
     if any(c.get(k, 0) for k in ("SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")):
         return None
     persistent = {"pid_type": "persistent_interleaved", "num_sm_multiplier": 1}
@@ -351,13 +353,33 @@ def _matmul_from_twin(c: dict) -> dict | None:
             "range_num_stages": [0, 0], "range_unroll_factors": [0, 0], "range_warp_specializes": []}
 
 
+# The row-wise kernels are their twin's program too (costmodel/kernels/rowwise.py): ROWS whole rows a program, a
+# row of N in one block (BLOCK_N >= N: no reduction loop) or in BLOCK_N chunks (a reduction loop of BLOCK_N),
+# programs over the rows or one an SM striding over them (PERSISTENT). Their one loop's settings and every memory
+# op's indexing and eviction are the twin's: pointers, no policy. Session 20's race: on softmax 11365x6000 bf16
+# Helion quick's pick (one row a program, no reduction loop, 8 warps) ran 25% faster than any of the model's top 8
+# of Helion's random population, which were rolled reductions; the twin's space holds that config.
+def _rows_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -> dict | None:
+    persistent = {"pid_type": "persistent_interleaved", "num_sm_multiplier": 1}
+    grid = persistent if c["PERSISTENT"] else {"pid_type": "flat"}
+    return {"atomic_indexing": [], "block_sizes": [c["ROWS"]],
+            "indexing": ["pointer"] * counts["indexing"],
+            "load_eviction_policies": [""] * counts["load_eviction_policies"],
+            "num_stages": c["num_stages"], "num_warps": c["num_warps"], **grid, "range_flattens": [None],
+            "range_multi_buffers": [None], "range_num_stages": [0], "range_unroll_factors": [0],
+            "range_warp_specializes": [], "reduction_loops": [c["BLOCK_N"] if c["BLOCK_N"] < problem["N"] else None]}
+
+
 FAMILIES = {f.name: f for f in (
     HelionFamily("matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1)), twin="matmul",
                  problem_of=_matmul_problem, from_twin=_matmul_from_twin),
     # a rolled reduction reads the row again in each pass after the first (max, then sum and store)
-    HelionFamily("softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1)), twin="softmax"),
-    HelionFamily("layer_norm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1)), twin="layernorm"),
-    HelionFamily("rms_norm", _rows, lambda c: [c["N"]], 1, ((2, 1), (3, 1)), twin="rmsnorm"),
+    HelionFamily("softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1)), twin="softmax",
+                 from_twin=_rows_from_twin),
+    HelionFamily("layer_norm", _rows, lambda c: [c["N"]], 1, ((3, 1), (5, 1)), twin="layernorm",
+                 from_twin=_rows_from_twin),
+    HelionFamily("rms_norm", _rows, lambda c: [c["N"]], 1, ((2, 1), (3, 1)), twin="rmsnorm",
+                 from_twin=_rows_from_twin),
     # (batch x heads, query rows, key rows); the head dim is specialised, whole in every tile
     HelionFamily("attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2, ((3, 1), (3, 1)),
                  twin="attention", args=_attention_args, problem_of=_attention_problem),
@@ -437,7 +459,7 @@ def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> lis
     spec, out = bound.config_spec, {}
     counts = op_counts(spec)
     for c in space.enumerate_valid(fam.twin_family(), problem, dtype, hw):
-        h = fam.from_twin(c)
+        h = fam.from_twin(c, problem, counts)
         key = None if h is None else configs.config_json(h, counts)
         if key is None or key in out:
             continue

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from costmodel import model
 from costmodel.errors import CostModelError
-from costmodel.helion import features
+from costmodel.helion import configs as hconfigs, features
 
 SCHEMA_VERSION = 2
 DIMS = ("M", "N", "K", "B", "H", "S", "D")
@@ -76,15 +76,39 @@ FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kern
 # them would outweigh the Helion groups' 40 configs (25 and 100 a group ranked alike).
 TWIN_PREFIX = "twin:"
 TWIN_PER_GROUP = 50
+# The Helion kernels whose twins' rows train. The row-wise twins (softmax, layer_norm, rms_norm) read as Helion configs
+# too (their space is the tuner's candidates), but their rows, 16,665 more at 50 a group, cost the fused kernels
+# without helping their own: session 20, seeds 0-2, `scripts/helion_model.py --seed S --twin-kernels
+# helion:matmul,helion:softmax,helion:layer_norm,helion:rms_norm`, output
+# scripts/results/helion_model-rowtwins-cpu-2026-12-02-s20.jsonl) against session 19's matmul twins alone (helion_model-cpu-2026-12-02-s19.jsonl, 50 a group): over held-out shapes
+# swiglu 0.956-0.984 -> 0.947-0.952, geglu 0.978 -> 0.909 at two seeds of three, softmax and the norms within
+# 0.006; swiglu held out whole 0.955-0.967 -> 0.947.
+TWIN_KERNELS = ("helion:matmul",)
 
 
-def twin_rows(root: str | Path, gpu: str, per_group: int = TWIN_PER_GROUP, seed: int = 0) -> pa.Table | None:
-    """The twin families' rows of ``gpu`` under ``root`` as Helion rows (columns as ``model.training_table``'s):
-    kernel the Helion kernel's, config_json the Helion config, group_id prefixed; None where there are none."""
+def op_counts_of(table: pa.Table) -> dict[str, dict[str, int]]:
+    """Per Helion kernel of ``table`` (Helion rows): its per-op lists' lengths, read off its first row's config (a
+    kernel's are the same in every config: its ConfigSpec's)."""
+    out: dict[str, dict[str, int]] = {}
+    for k, c in zip(table["kernel"].to_pylist(), table["config_json"].to_pylist()):
+        if k not in out:
+            out[k] = {key: len(v) for key, v in json.loads(c).items() if key in hconfigs.PER_OP and isinstance(v, list)}
+    return out
+
+
+def twin_rows(root: str | Path, gpu: str, per_group: int = TWIN_PER_GROUP, seed: int = 0,
+              counts: dict[str, dict[str, int]] | None = None,
+              kernels: Sequence[str] = TWIN_KERNELS) -> pa.Table | None:
+    """The rows of the twins of Helion ``kernels`` of ``gpu`` under ``root`` as Helion rows (columns as
+    ``model.training_table``'s): kernel the Helion kernel's, config_json the Helion config, group_id prefixed; None
+    where there are none. ``counts``: each Helion kernel's per-op counts (``op_counts_of`` its rows); a twin whose
+    kernel has none given gives no rows."""
     from costmodel.dataset import canonical_json
     from costmodel.helion import families
 
-    fams = {f.twin: f for f in families.FAMILIES.values() if f.from_twin is not None}
+    counts = counts or {}
+    fams = {f.twin: f for f in families.FAMILIES.values()
+            if f.from_twin is not None and f.kernel in counts and f.kernel in kernels}
     try:
         table, _ = model.training_table(root, gpu, model.TRITON)
     except CostModelError:
@@ -93,9 +117,11 @@ def twin_rows(root: str | Path, gpu: str, per_group: int = TWIN_PER_GROUP, seed:
     rng, keep, configs = np.random.default_rng(seed), [], []
     bounds = model.group_bounds(table)
     kernels, cjs = table["kernel"].to_pylist(), table["config_json"].to_pylist()
+    problems = table["problem_json"].to_pylist()
     for lo, hi in zip(bounds[:-1], bounds[1:]):
-        conv = fams[kernels[lo]].from_twin
-        mapped = {i: conv(json.loads(cjs[i])) for i in range(lo, hi)}
+        fam = fams[kernels[lo]]
+        problem, n = json.loads(problems[lo]), counts[fam.kernel]
+        mapped = {i: fam.from_twin(json.loads(cjs[i]), problem, n) for i in range(lo, hi)}
         ok = [i for i, c in mapped.items() if c is not None]
         for i in sorted(rng.permutation(ok)[:per_group].tolist()) if len(ok) > per_group else ok:
             keep.append(i)
@@ -111,14 +137,20 @@ def twin_rows(root: str | Path, gpu: str, per_group: int = TWIN_PER_GROUP, seed:
     return table
 
 
-def training_table(root: str | Path, gpu: str | None = None,
-                   twin_per_group: int = TWIN_PER_GROUP) -> tuple[pa.Table, str]:
-    """``model.training_table``'s Helion rows of one GPU with the twins' rows (``twin_rows``, at most
-    ``twin_per_group`` configs a group; 0: none), sorted by (group_id, config_json)."""
+def training_table(root: str | Path, gpu: str | None = None, twin_per_group: int = TWIN_PER_GROUP,
+                   twin_kernels: Sequence[str] = TWIN_KERNELS) -> tuple[pa.Table, str]:
+    """``model.training_table``'s Helion rows of one GPU with the rows of ``twin_kernels``' twins (``twin_rows``,
+    at most ``twin_per_group`` configs a group; 0: none), sorted by (group_id, config_json)."""
     if twin_per_group < 0:
         raise CostModelError(f"twin configs a group must be 0 or more, not {twin_per_group}")
+    from costmodel.helion import families
+
+    with_twin = sorted(f.kernel for f in families.FAMILIES.values() if f.from_twin is not None)
+    if unknown := sorted(set(twin_kernels) - set(with_twin)):
+        raise CostModelError(f"no twin rows for {', '.join(unknown)}; kernels with a twin: {', '.join(with_twin)}")
     table, gpu = model.training_table(root, gpu, FEATURES)
-    more = twin_rows(root, gpu, twin_per_group) if twin_per_group > 0 else None
+    more = (twin_rows(root, gpu, twin_per_group, counts=op_counts_of(table), kernels=twin_kernels)
+            if twin_per_group > 0 else None)
     if more is not None:
         table = pa.concat_tables([table, more.select(table.column_names).cast(table.schema)])
         table = table.sort_by([("group_id", "ascending"), ("config_json", "ascending")])
