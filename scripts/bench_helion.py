@@ -5,9 +5,10 @@ from the data. Usage on a GPU host (Helion 1.4.0 carried, see device_job.sh's he
     python3 scripts/bench_helion.py --summarise a.jsonl [--summarise b.jsonl]   # the acceptance figures, one JSON
     python3 scripts/bench_helion.py --list                                      # the problems, by index
 
-Problems: for each kernel of KERNELS, the first three its family draws (seed SEED) that neither it nor its Triton
-twin has rows of under data/ (any dtype), that no costmodel/benchmarks.py benchmark names, and, for attention, of
-head dim 128 (Helion 1.4.0 refuses head dim 64: BENCHMARKS.md).
+Problems: costmodel/benchmarks.py's HELION_RACE, three of each Helion kernel with a Triton twin, named there under
+the twin's name so that no collection draws them (they were the first three each family drew with seed 18 that
+neither kernel had rows of, for attention of head dim 128: Helion 1.4.0 refuses head dim 64). The race refuses to
+run where data/ holds a row of one under either name.
 
 Per problem, in one call: each tune runs in a new process (``--tune``) whose first kernel call tunes, compiles and
 runs, with an empty Triton cache (only Triton's driver module), Helion cache and inductor cache: its wall is that
@@ -36,16 +37,16 @@ import click
 import numpy as np
 
 from benchlib import alternating, cold_triton_cache, log
-from costmodel import dataset
+from costmodel import benchmarks, dataset
 from costmodel.benchmark import relative_error
 from costmodel.dataset import canonical_json
+from costmodel.errors import CostModelError
 from costmodel.evaluation import geomean
 from costmodel.helion import configs as hconfigs, families
 
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ("matmul", "softmax", "layer_norm", "rms_norm", "attention")  # the Helion kernels with a Triton twin
-PER_KERNEL = 3
-SEED = 18  # issue 18
+SEED = 18  # issue 18: Helion's own searches' random seed
 WALL_S, VS_FULL = 20.0, 0.97  # issue 18's acceptance: median cold wall, geomean latency against full effort
 
 
@@ -55,23 +56,16 @@ def recorded(data_dir: Path) -> set[tuple[str, str]]:
     return set(zip(t["kernel"].to_pylist(), t["problem_json"].to_pylist()))
 
 
-def race_problems(seen: set[tuple[str, str]], per_kernel: int = PER_KERNEL, seed: int = SEED) -> list[tuple]:
-    """(kernel name, problem, dtype) for each of KERNELS: its first ``per_kernel`` distinct problems drawn with
-    ``seed`` (the family draws none a benchmark names) that are absent from ``seen`` under the Helion kernel's and
-    its twin's name; dtypes in turn from the family's."""
-    out = []
-    for name in KERNELS:
-        fam = families.get(name)
-        chosen: list[dict] = []
-        for p in fam.problems(np.random.default_rng(seed), 400):
-            if name == "attention" and p["D"] != 128:  # Helion 1.4.0 refuses head dim 64
-                continue
-            if p in chosen or any((k, canonical_json(p)) in seen for k in (fam.kernel, fam.twin)):
-                continue
-            chosen.append(p)
-            if len(chosen) == per_kernel:
-                break
-        out += [(name, p, fam.dtypes[i % len(fam.dtypes)]) for i, p in enumerate(chosen)]
+def race_problems(seen: set[tuple[str, str]]) -> list[tuple]:
+    """(Helion kernel name, problem, dtype) of each problem benchmarks.HELION_RACE names, in KERNELS' order; a
+    CostModelError where ``seen`` (``recorded``) holds one under the Helion kernel's name or its twin's."""
+    twins = {families.get(name).twin: name for name in KERNELS}
+    out = sorted(((twins[f], p, d) for f, p, d in benchmarks.HELION_RACE), key=lambda r: KERNELS.index(r[0]))
+    fams = [families.get(name) for name, _, _ in out]
+    if clash := [f"{k} {canonical_json(p)}" for fam, (_, p, _) in zip(fams, out) for k in (fam.kernel, fam.twin)
+                 if (k, canonical_json(p)) in seen]:
+        raise CostModelError(f"the data holds rows of race problems, which no longer measure unseen shapes: "
+                             f"{'; '.join(clash)}")
     return out
 
 
@@ -241,14 +235,17 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, k
     if tune:
         print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype), default=str))
         return
-    problems = race_problems(recorded(ROOT / "data"))
+    try:
+        problems = race_problems(recorded(ROOT / "data"))
+        chosen = [problems[int(i)] for i in only.split(",")] if only else problems
+    except (CostModelError, ValueError, IndexError) as e:
+        raise click.UsageError(str(e) if isinstance(e, CostModelError) else f"--only {only}: indices 0-14, "
+                               "comma-separated (--list)") from None
     if list_only:
         for i, p in enumerate(problems):
             print(i, *p)
         return
-    chosen = [problems[int(i)] for i in only.split(",")] if only else problems
     from costmodel import hardware
-    from costmodel.errors import CostModelError
     from costmodel.helion import helion_version, model as helion_model
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # `timeout` stops us: end the tune running too

@@ -213,7 +213,7 @@ def test_benchmark_problems_stay_out_of_data_plans_and_training(data_root, monke
     t = dataset.read(data_root, ["kernel", "problem_json", "dtype"])
     rows = set(zip(t["kernel"].to_pylist(), t["problem_json"].to_pylist()))
     assert not rows & benchmarks.named_keys()
-    assert len(benchmarks.named_keys()) == len(benchmarks.NAMED) == 24
+    assert len(benchmarks.named_keys()) == len(benchmarks.NAMED) == 39
 
     fam = get_family("matmul")
     named = [p for f, p, _ in benchmarks.NAMED if f == "matmul"]

@@ -137,31 +137,32 @@ def _recorded_rows(columns):
     return dataset.read(ROOT / "data", columns).to_pylist()
 
 
-def test_helion_race_problems_are_three_per_kernel_absent_from_the_data_and_the_benchmarks(bench_helion):
+def test_helion_race_problems_are_the_named_three_per_kernel_absent_from_the_data(bench_helion):
+    """The race's problems are costmodel/benchmarks.py's HELION_RACE, three a kernel in KERNELS' order, named under
+    the twin's name (so that neither kernel's plans draw them) and absent from the data under either name; a row of
+    one under either name stops the race with a clear error."""
     import numpy as np
 
     from costmodel import benchmarks
     from costmodel.dataset import canonical_json
+    from costmodel.errors import CostModelError
     from costmodel.helion import families
 
     seen = {(r["kernel"], r["problem_json"]) for r in _recorded_rows(["kernel", "problem_json"])}
     chosen = bench_helion.race_problems(bench_helion.recorded(ROOT / "data"))
-    np.random.seed(1)  # no global random state: the same problems again
-    assert bench_helion.race_problems(bench_helion.recorded(ROOT / "data")) == chosen
     assert [name for name, _, _ in chosen] == [k for k in bench_helion.KERNELS for _ in range(3)]
+    assert len(chosen) == len(benchmarks.HELION_RACE)
     for name, problem, dtype in chosen:
         fam = families.get(name)
-        assert dtype in fam.dtypes and set(problem) == set(fam.dims)
+        assert dtype in fam.dtypes and set(problem) == set(fam.dims) and benchmarks.is_named(fam.twin, problem)
         for kernel in (fam.kernel, fam.twin):
-            assert (kernel, canonical_json(problem)) not in seen and not benchmarks.is_named(kernel, problem)
+            assert (kernel, canonical_json(problem)) not in seen
         assert name != "attention" or problem["D"] == 128  # Helion 1.4.0 refuses head dim 64
-    # a problem recorded under the Helion kernel's name or its twin's is skipped: record the first choice's, every
-    # other one under each name
-    names = [(families.get(n).kernel, families.get(n).twin)[i % 2] for i, (n, _, _) in enumerate(chosen)]
-    taken = {(k, canonical_json(p)) for k, (_, p, _) in zip(names, chosen)}
-    again = bench_helion.race_problems(seen | taken)
-    assert len(again) == len(chosen) and not {(n, canonical_json(p)) for n, p, _ in again} & {
-        (n, canonical_json(p)) for n, p, _ in chosen}
+        drawn = fam.problems(np.random.default_rng(bench_helion.SEED), 400)  # the draw they came from skips them now
+        assert problem not in drawn
+    for i, kernel in ((0, "helion:matmul"), (13, "attention")):
+        with pytest.raises(CostModelError, match="rows of race problems"):
+            bench_helion.race_problems(seen | {(kernel, canonical_json(chosen[i][1]))})
 
 
 def test_helion_race_summary_arithmetic_on_recorded_latencies(bench_helion):
