@@ -16,7 +16,8 @@ default, seed configs, then a seeded random population of its ConfigSpec; the sa
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
 ``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
 ``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
-against the default config's output). Then a final verification, as Helion's own searches end: the batch's fastest
+against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
+which cost every cold tune 15-20 s). Then a final verification, as Helion's own searches end: the batch's fastest
 ``verify`` and the default, always, are re-timed with steadier timing (Helion's ``rebenchmark``: steady do_bench,
 ``VERIFY_ROUNDS`` rounds in alternating order, their median), and the fastest of that re-timing wins; the default
 unless another beats it by more than ``tolerance``. One batch timing of a microsecond kernel misleads: rms_norm
@@ -79,7 +80,7 @@ class HelionTimer(Protocol):
 class HelionBenchmark:
     """Helion's own compile-and-benchmark path on the GPU: a Helion search over the configs, whose
     ``benchmark_batch`` compiles them (in parallel where Helion precompiles), checks each output against the
-    default config's and times it; ``retime`` re-times some of them with the same search's ``rebenchmark`` (steady
+    default config's and times it (``in_process``: here, not in Helion's spawned benchmark worker); ``retime`` re-times some of them with the same search's ``rebenchmark`` (steady
     do_bench of the functions the batch compiled: a recompile would cost seconds), as Helion's final verification
     does, ``rounds`` times in alternating order, and lets go of the search."""
 
