@@ -80,9 +80,10 @@ class HelionTimer(Protocol):
 class HelionBenchmark:
     """Helion's own compile-and-benchmark path on the GPU: a Helion search over the configs, whose
     ``benchmark_batch`` compiles them (in parallel where Helion precompiles), checks each output against the
-    default config's and times it (``in_process``: here, not in Helion's spawned benchmark worker); ``retime`` re-times some of them with the same search's ``rebenchmark`` (steady
-    do_bench of the functions the batch compiled: a recompile would cost seconds), as Helion's final verification
-    does, ``rounds`` times in alternating order, and lets go of the search."""
+    default config's and times it (``in_process``: here, not in Helion's spawned benchmark worker); ``retime``
+    re-times some of them with the same search's ``rebenchmark`` (steady do_bench of the functions the batch
+    compiled: a recompile would cost seconds), as Helion's final verification does, ``rounds`` times in alternating
+    order, and lets go of the search."""
 
     def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True):
         self.rounds, self.target_ms, self.in_process = rounds, target_ms, in_process

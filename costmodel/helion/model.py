@@ -80,9 +80,9 @@ TWIN_PER_GROUP = 50
 # too (their space is the tuner's candidates), but their rows, 16,665 more at 50 a group, cost the fused kernels
 # without helping their own: session 20, seeds 0-2, `scripts/helion_model.py --seed S --twin-kernels
 # helion:matmul,helion:softmax,helion:layer_norm,helion:rms_norm`, output
-# scripts/results/helion_model-rowtwins-cpu-2026-12-02-s20.jsonl) against session 19's matmul twins alone (helion_model-cpu-2026-12-02-s19.jsonl, 50 a group): over held-out shapes
-# swiglu 0.956-0.984 -> 0.947-0.952, geglu 0.978 -> 0.909 at two seeds of three, softmax and the norms within
-# 0.006; swiglu held out whole 0.955-0.967 -> 0.947.
+# scripts/results/helion_model-rowtwins-cpu-2026-12-02-s20.jsonl) against session 19's matmul twins alone
+# (helion_model-cpu-2026-12-02-s19.jsonl, 50 a group): over held-out shapes swiglu 0.956-0.984 -> 0.947-0.952, geglu
+# 0.978 -> 0.909 at two seeds of three, softmax and the norms within 0.006; swiglu held out whole 0.955-0.967 -> 0.947.
 TWIN_KERNELS = ("helion:matmul",)
 
 
@@ -92,7 +92,8 @@ def op_counts_of(table: pa.Table) -> dict[str, dict[str, int]]:
     out: dict[str, dict[str, int]] = {}
     for k, c in zip(table["kernel"].to_pylist(), table["config_json"].to_pylist()):
         if k not in out:
-            out[k] = {key: len(v) for key, v in json.loads(c).items() if key in hconfigs.PER_OP and isinstance(v, list)}
+            out[k] = {key: len(v) for key, v in json.loads(c).items()
+                      if key in hconfigs.PER_OP and isinstance(v, list)}
     return out
 
 

@@ -7,7 +7,8 @@ cumulative time) are printed and written to --out (JSON lines). Variants:
 (Session 20 also tried the worker started as the search starts: Helion deep-copies the settings, which hold the
 tuner, and a started process cannot be copied; so its run failed.)
 
-    PYTHONPATH=.:scripts python3 scripts/experiments/helion_tune_profile.py --only 0,3 --variant inproc,worker --out p.jsonl
+    PYTHONPATH=.:scripts python3 scripts/experiments/helion_tune_profile.py --only 0,3 --variant inproc,worker \
+        --out p.jsonl
 """
 
 from __future__ import annotations
