@@ -239,8 +239,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, k
         problems = race_problems(recorded(ROOT / "data"))
         chosen = [problems[int(i)] for i in only.split(",")] if only else problems
     except (CostModelError, ValueError, IndexError) as e:
-        raise click.UsageError(str(e) if isinstance(e, CostModelError) else f"--only {only}: indices 0-14, "
-                               "comma-separated (--list)") from None
+        raise click.UsageError(str(e) if isinstance(e, CostModelError) else f"--only {only}: indices 0-"
+                               f"{len(benchmarks.HELION_RACE) - 1}, comma-separated (--list)") from None
     if list_only:
         for i, p in enumerate(problems):
             print(i, *p)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from costmodel.errors import CostModelError  # noqa: E402
-from costmodel.helion import families, model as helion_model  # noqa: E402
+from costmodel.helion import families, helion_version, model as helion_model  # noqa: E402
 
 
 def _brief(c: dict) -> dict:
@@ -41,8 +41,6 @@ def run(args) -> dict:
         warnings.simplefilter("ignore")
         ranked, default = tuner.ranked(cm, bound, call_args)
     tiles = collections.Counter(tuple(c["block_sizes"][:2]) for c in population)
-    from costmodel.helion import helion_version
-
     return {"kernel": fam.kernel, "problem": problem, "dtype": args.dtype, "helion_version": helion_version(),
             "model_data": cm.meta["data"]["hash"],
             "population": len(population), "twin_candidates": len(twins),

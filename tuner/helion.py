@@ -350,8 +350,8 @@ class CostModelAutotuner:
         """(candidates predicted fastest first, Helion's default config), canonical. A costmodel kernel with a
         Triton twin has two pools, Helion's random population and the twin's space read as this kernel's configs
         (``families.twin_candidates``), each ranked by the model; the order alternates between them, so that the
-        top k holds the best of both: the twin's space is what the model knows from the twin's rows, the
-        population holds the knobs the twin has not, and a hedge against one tile winning every slot: on the
+        top k holds the best of both: the twin's space holds the tiles and schedules the Triton family is built
+        around (matmul's twin rows also train the model), the population the knobs the twin has not, and a hedge against one tile winning every slot: on the
         race's 4155x4096x4476 bf16 matmul the model's top 8 of the twin's space are all 128x256 tiles, six of them
         differing in stages or GROUP_M alone (scripts/helion_candidates.py, its output in
         scripts/results/helion_candidates-cpu-2026-12-02-s19.json)."""
