@@ -219,10 +219,10 @@ def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_tu
     top = [key(c) for c in ranked[:K]]
     assert sorted(top) == sorted(pop_order[: K // 2] + twin_order[: K // 2])
     assert top[::2] == pop_order[: K // 2] and top[1::2] == twin_order[: K // 2]
-    # attention has a twin but no from_twin: its population alone
-    at = {"B": 1, "H": 2, "S": 128, "D": 128, "CAUSAL": 0}
-    bound, args = _bound("helion:attention", at, "float16")
-    assert families.twin_candidates(bound, "helion:attention", at, "float16", hw) == []
+    # swiglu has no twin: its population alone
+    at = {"M": 64, "N": 512}
+    bound, args = _bound("helion:swiglu", at, "float16")
+    assert families.twin_candidates(bound, "helion:swiglu", at, "float16", hw) == []
     assert len(tuner.ranked(cm, bound, args)[0]) == len(families.candidates(bound, 40, 0))
 
 
@@ -551,7 +551,8 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
 
 @pytest.mark.parametrize("name,problem", [("matmul", {"M": 4096, "N": 4096, "K": 4096}),
                                           ("softmax", {"M": 64, "N": 6000}), ("layer_norm", {"M": 64, "N": 4096}),
-                                          ("rms_norm", {"M": 64, "N": 2560})])
+                                          ("rms_norm", {"M": 64, "N": 2560}),
+                                          ("attention", {"B": 2, "H": 8, "S": 2049, "D": 128, "CAUSAL": 1})])
 def test_twin_configs_read_as_the_helion_configs_helion_itself_writes(name, problem):
     """Every Triton config of the twin's data that the Helion kernel can express reads, for a problem, as a config
     its ConfigSpec accepts, already in the canonical form Helion's own normalisation gives (so it reads as a Helion
@@ -566,11 +567,17 @@ def test_twin_configs_read_as_the_helion_configs_helion_itself_writes(name, prob
                       .to_pylist()))
     mapped = [fam.from_twin(json.loads(c), problem, ops) for c in seen]
     expressible = list({json.dumps(c, sort_keys=True): c for c in mapped if c is not None}.values())
-    assert {c["pid_type"] for c in expressible} == {"flat", "persistent_interleaved"}
+    if name == "attention":  # the twin's grid: (batch x head, query tile) tiles, the query tiles in turn
+        assert None not in mapped and {c["pid_type"] for c in expressible} == {"flat"}
+        assert {tuple(h["block_sizes"]) for h in mapped} == {(1, c["BLOCK_M"], c["BLOCK_N"]) for c in map(json.loads, seen)}
+        assert {h["loop_orders"][0][0] for h in mapped} == {1}
+        assert {h["indexing"][0] for h in mapped} == {"pointer", "tensor_descriptor"}
+    else:
+        assert {c["pid_type"] for c in expressible} == {"flat", "persistent_interleaved"}
     if name == "matmul":  # the split tail and the epilogue subtile have no counterpart: those configs read as none
         assert 0 < len(expressible) < len(mapped)
         assert all(fam.from_twin(json.loads(c)) is None for c in seen if json.loads(c).get("SPLIT_TAIL"))
-    else:
+    elif name != "attention":
         assert None not in mapped
         for c, h in zip(map(json.loads, seen), mapped):
             assert h["reduction_loops"] == [c["BLOCK_N"] if c["BLOCK_N"] < problem["N"] else None]

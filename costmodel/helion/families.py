@@ -334,11 +334,7 @@ def _attention_problem(args: tuple) -> Problem:
 # where the twin uses TMA, a persistent grid striding over the tiles as the twin's does (persistent_interleaved, one
 # program an SM).
 # The knobs the twin lacks read at Helion's defaults (no per-loop settings, no eviction policy); a twin config with
-# a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation) reads as none. Attention's
-# twin was tried the same way ([1, BLOCK_M, BLOCK_N]) and dropped: its tiles are 64-128 query rows, and on the one
-# Helion attention group (8 heads of 2,112 rows, causal), whose fastest configs take 16-32, its rows took the
-# held-out top-8 from 0.847 to 0.029 (a lead: session 19, one run of scripts/helion_model.py at seed 0 with that
-# mapping, whose output was not kept; matmul's rows alone cost that group less: helion/model.py).
+# a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation) reads as none.
 
 def _matmul_from_twin(c: dict, problem: Problem | None = None, counts: Mapping[str, int] | None = None
                       ) -> dict | None:
@@ -371,6 +367,24 @@ def _rows_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -> dic
             "range_warp_specializes": [], "reduction_loops": [c["BLOCK_N"] if c["BLOCK_N"] < problem["N"] else None]}
 
 
+# Helion's attention is its twin's program too (costmodel/kernels/attention.py): one program a (batch x head, BLOCK_M
+# query rows) tile, the query tile loaded once, BLOCK_N key rows a step of the loop over the keys, the query tiles
+# of one head next to each other in launch order (loop order [1, 0]: pid 0 walks the query tiles), tensor
+# descriptors where the twin uses TMA. It runs every key block, masked, where the twin's causal program stops at
+# the diagonal. Its space joins the candidates only: its rows do not train (helion/model.py: with them, the one
+# Helion attention group's held-out top-8 went from 0.847 to 0.029: a lead, session 19, seed 0, output not kept).
+# Session 21's race, before: Helion's random population alone, the model's top 8 of it on attention 1x32x8192
+# causal bf16 were five that did not compile (1024-row tiles, 32 warps) and three at 108-131 ms against quick's
+# 3.65 ms; the default (16x16, 20.4 ms) stayed (scripts/results/bench_helion-h200-2026-12-02-s21b.jsonl).
+def _attention_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -> dict | None:
+    return {"atomic_indexing": [], "block_sizes": [1, c["BLOCK_M"], c["BLOCK_N"]],
+            "indexing": ["tensor_descriptor" if c["TMA"] else "pointer"] * counts["indexing"], "l2_groupings": [1],
+            "load_eviction_policies": [""] * counts["load_eviction_policies"], "loop_orders": [[1, 0]],
+            "num_stages": c["num_stages"], "num_warps": c["num_warps"], "pid_type": "flat",
+            "range_flattens": [None, None], "range_multi_buffers": [None, None], "range_num_stages": [0, 0],
+            "range_unroll_factors": [0, 0], "range_warp_specializes": []}
+
+
 FAMILIES = {f.name: f for f in (
     HelionFamily("matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1)), twin="matmul",
                  problem_of=_matmul_problem, from_twin=_matmul_from_twin),
@@ -383,7 +397,8 @@ FAMILIES = {f.name: f for f in (
                  from_twin=_rows_from_twin),
     # (batch x heads, query rows, key rows); the head dim is specialised, whole in every tile
     HelionFamily("attention", lambda c: [c["B"] * c["H"], c["S"], c["S"]], lambda c: [], 2, ((3, 1), (3, 1)),
-                 twin="attention", args=_attention_args, problem_of=_attention_problem),
+                 twin="attention", args=_attention_args, problem_of=_attention_problem,
+                 from_twin=_attention_from_twin),
     HelionFamily("swiglu", lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1)), own=SWIGLU),
     HelionFamily("geglu", lambda c: [c["M"], c["N"]], lambda c: [], 2, ((2, 1), (2, 1)), own=GEGLU),
     # rows, then the vocabulary in a loop of each program (its amax and sum reduce a tile: no reduction loop); the
