@@ -76,16 +76,26 @@ def _family(name: str):
 # configs of a Helion group measured as its ground truth: a random population of the spec, as large as Helion's
 # own full-effort search measures (about 780-840 configs; issue 18)
 HELION_SWEEP = 1000
+# of a sampled Helion group's configs, the share drawn from its Triton twin's space read as its configs
+# (``families.twin_candidates``, for a kernel with ``from_twin``): the tuner ranks that space beside Helion's random
+# population and times half its top k from it (tuner/helion.py), so the data holds it too, measured as Helion
+# compiles and runs it. Session 21: of the twin's 48 valid configs of attention 3x16x3681 (hd 128), 40 fail
+# Triton's layout pass in Helion's program (scripts/experiments/helion_twin_compiles.py), which no row showed the
+# model. A quarter leaves the random population, the knobs the twin lacks, most of the group.
+HELION_TWIN_SHARE = 0.25
 # problems drawn, all refused by Helion's compiler, after which a kernel is given up: Helion 1.4.0 refuses
 # helion:attention at head dim 64 (half its draws; session 11 drew three in a row), so three was too few
 HELION_REFUSALS = 8
 
 
 def helion_plan(name: str, n: int, n_exhaustive: int, configs_per_group: int, dtypes: list[str] | None,
-                rng: np.random.Generator, seed: int, where: tuple[DimBound, ...], device: str) -> list[GroupPlan]:
+                rng: np.random.Generator, seed: int, where: tuple[DimBound, ...], device: str,
+                hw: HardwareRecord | None = None) -> list[GroupPlan]:
     """``n`` groups of the Helion kernel ``name``: problems from its family (none a benchmark's), configs from
     ``families.candidates`` of the kernel bound on ``device`` (Helion's default first, then its seed configs and
-    a random population); ``n_exhaustive`` of them, spread out, take a population of ``HELION_SWEEP``."""
+    a random population); ``n_exhaustive`` of them, spread out, take a population of ``HELION_SWEEP``. Given
+    ``hw``, a sampled group of a kernel with a twin seeds its candidates with ``HELION_TWIN_SHARE`` of them drawn
+    from the twin's space (``twin_seeds``); an exhaustive group stays the random population alone."""
     fam = helion_families.get(name)
     kinds = [d for d in (dtypes or fam.dtypes) if d in fam.dtypes]
     if not kinds or n == 0:
@@ -114,9 +124,22 @@ def helion_plan(name: str, n: int, n_exhaustive: int, configs_per_group: int, dt
                 raise CostModelError(f"{fam.kernel}: Helion could not compile the kernel for the first "
                                      f"{len(failures)} problems drawn (first: {failures[0]})") from None
             continue
-        configs = helion_families.candidates(bound, HELION_SWEEP if exhaustive else configs_per_group, seed + i)
+        size = HELION_SWEEP if exhaustive else configs_per_group
+        seeds = () if exhaustive or hw is None else twin_seeds(bound, fam, problem, dtype, hw, size, seed + i)
+        configs = helion_families.candidates(bound, size, seed + i, seeds)
         plan.append(GroupPlan(fam.kernel, problem, dtype, tuple(configs), exhaustive))
     return plan
+
+
+def twin_seeds(bound, fam, problem: Problem, dtype: str, hw: HardwareRecord, size: int, seed: int) -> tuple:
+    """``HELION_TWIN_SHARE`` of ``size`` configs of the twin's space read as ``fam``'s (none for a kernel without
+    a twin), drawn with ``seed``, as Helion configs in the space's order."""
+    import helion
+
+    twins = helion_families.twin_candidates(bound, fam.kernel, problem, dtype, hw)
+    k = min(len(twins), int(size * HELION_TWIN_SHARE))
+    picked = sorted(np.random.default_rng(seed).choice(len(twins), size=k, replace=False)) if k else []
+    return tuple(helion.Config(**twins[j]) for j in picked)
 
 
 def _spread(total: int, parts: int) -> list[int]:
@@ -147,7 +170,7 @@ def make_plan(families: list[str], n_groups: int, configs_per_group: int, dtypes
         if helion_families.is_helion(name):
             try:
                 per_family_plans.append(helion_plan(name, n, n_exhaustive, configs_per_group, dtypes, rng, seed,
-                                                    where, device))
+                                                    where, device, hw))
             except CostModelError as e:  # one refused kernel does not cost the others their groups
                 if len(families) == 1:
                     raise

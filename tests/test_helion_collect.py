@@ -393,3 +393,35 @@ def test_a_problem_helion_cannot_compile_skips_its_group_and_the_plan_goes_on(mo
     plan = planning.make_plan(["helion:softmax", "rmsnorm"], 4, 4, None, 0, KNOWN["nvidia-h200"], 0, device="cpu")
     assert {g.family for g in plan} == {"rmsnorm"} and len(plan) == 2
     assert "its groups are left out" in capsys.readouterr().err
+
+
+def test_a_sampled_group_of_a_kernel_with_a_twin_holds_a_share_of_the_twins_space(monkeypatch):
+    """The tuner times half its top k from the twin's space read as the kernel's configs, so a sampled group of a
+    kernel with a twin holds ``HELION_TWIN_SHARE`` of its configs from that space (beside the default and the
+    random population); an exhaustive group stays the random population alone, and without a hardware record
+    (nothing to enumerate the twin's space for) nothing changes."""
+    import numpy as np
+
+    from collect import plan as planning
+    from costmodel.helion import configs
+
+    hw = KNOWN["nvidia-h200"]
+    monkeypatch.setattr(planning, "HELION_SWEEP", 40)
+
+    def groups(**kw):
+        return planning.helion_plan("helion:softmax", 2, 1, 40, ["float16"], np.random.default_rng(3), 5, (), "cpu",
+                                    **kw)
+
+    sweep, sampled = groups(hw=hw)
+    assert sweep.exhaustive and not sampled.exhaustive
+    bound, _ = families.get("softmax").bind(sampled.problem, "float16")
+    twins = {configs.config_json(c) for c in families.twin_candidates(bound, "helion:softmax", sampled.problem,
+                                                                         "float16", hw)}
+    held = [configs.config_json(c) for c in sampled.configs]
+    assert len(held) == 40 and len(set(held)) == 40
+    share = min(len(twins), int(40 * planning.HELION_TWIN_SHARE))
+    assert share > 0 and len(set(held) & twins) >= share
+    plain_sweep, plain = groups()
+    assert [configs.config_json(c) for c in plain_sweep.configs] == [configs.config_json(c) for c in sweep.configs]
+    assert plain.problem == sampled.problem
+    assert len(set(configs.config_json(c) for c in plain.configs) & twins) < share
