@@ -7,7 +7,7 @@ in the attention race, Helion reported the twin's 128x32 and 128x64 tiles at 2 s
       --problem B=3,H=16,S=3681,D=128,CAUSAL=0 --dtype float16 [--jobs 2] [--out FILE.jsonl]
 
 One JSON line per config (its block sizes, warps, stages, indexing, and "ok" or the compiler's last words), then a
-summary line: the outcome by (last block size, stages)."""
+summary line: the outcome by (last block size, stages). ``--stages N``: the same configs at N stages instead."""
 
 import collections
 import concurrent.futures
@@ -43,9 +43,10 @@ def _one(kernel: str, problem: dict, dtype: str, config: dict, limit: int) -> di
 @click.option("--dtype", default="float16", show_default=True)
 @click.option("--jobs", default=2, show_default=True, help="compiles at once")
 @click.option("--limit", default=300, show_default=True, help="seconds a compile may take")
+@click.option("--stages", type=int, default=None, help="read every config at this many stages instead of its own")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="also write the lines here")
 @click.option("--child", default=None, hidden=True)
-def main(kernel, problem, dtype, jobs, limit, out, child) -> None:
+def main(kernel, problem, dtype, jobs, limit, stages, out, child) -> None:
     if child:
         from helion_compile_times import compile_one
 
@@ -59,6 +60,8 @@ def main(kernel, problem, dtype, jobs, limit, out, child) -> None:
     fam = families.get(kernel)
     bound, _ = fam.bind(prob, dtype)
     cands = families.twin_candidates(bound, fam.kernel, prob, dtype, hardware.for_gpu("nvidia-h200"))
+    if stages is not None:  # the same configs at one stage count, each once
+        cands = list({json.dumps(c, sort_keys=True): c for c in ({**c, "num_stages": stages} for c in cands)}.values())
     lines, tally = [], collections.defaultdict(collections.Counter)
     with concurrent.futures.ThreadPoolExecutor(jobs) as pool:
         done = pool.map(lambda c: _one(fam.kernel, prob, dtype, c, limit), cands)
@@ -69,7 +72,7 @@ def main(kernel, problem, dtype, jobs, limit, out, child) -> None:
             tally[f"block {c['block_sizes'][-1]}, {c['num_stages']} stages"][r["outcome"]] += 1
             print(json.dumps(line), flush=True)
     lines.append({"kernel": fam.kernel, "problem": prob, "dtype": dtype, "helion_version": helion_version(),
-                  "target": "sm_90", "configs": len(cands),
+                  "target": "sm_90", "stages": stages, "configs": len(cands),
                   "outcomes": {k: dict(v) for k, v in sorted(tally.items())}})
     print(json.dumps(lines[-1]))
     if out:
