@@ -80,8 +80,8 @@ HELION_SWEEP = 1000
 # (``families.twin_candidates``, for a kernel with ``from_twin``): the tuner ranks that space beside Helion's random
 # population and times half its top k from it (tuner/helion.py), so the data holds it too, measured as Helion
 # compiles and runs it. Session 21: of the twin's 48 valid configs of attention 3x16x3681 (hd 128), 40 fail
-# Triton's layout pass in Helion's program (scripts/experiments/helion_twin_compiles.py), which no row showed the
-# model. A quarter leaves the random population, the knobs the twin lacks, most of the group.
+# Triton's layout pass in Helion's program (scripts/experiments/helion_twin_compiles.py), and no row of the data
+# held such a config. A quarter leaves the random population, the knobs the twin lacks, most of the group.
 HELION_TWIN_SHARE = 0.25
 # problems drawn, all refused by Helion's compiler, after which a kernel is given up: Helion 1.4.0 refuses
 # helion:attention at head dim 64 (half its draws; session 11 drew three in a row), so three was too few
