@@ -373,9 +373,12 @@ def _rows_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -> dic
 # descriptors where the twin uses TMA. It runs every key block, masked, where the twin's causal program stops at
 # the diagonal. Its space joins the candidates only: its rows do not train (helion/model.py: with them, the one
 # Helion attention group's held-out top-8 went from 0.847 to 0.029: a lead, session 19, seed 0, output not kept).
-# Session 21's race, before: Helion's random population alone, the model's top 8 of it on attention 1x32x8192
-# causal bf16 were five that did not compile (1024-row tiles, 32 warps) and three at 108-131 ms against quick's
-# 3.65 ms; the default (16x16, 20.4 ms) stayed (scripts/results/bench_helion-h200-2026-12-02-s21b.jsonl).
+# Session 21's race (scripts/results/bench_helion-h200-2026-12-02-s21b.jsonl, then -s21c): with Helion's random
+# population alone, on attention 1x32x8192 causal bf16 six of the model's top 8 did not compile (256- to 2048-row
+# tiles) and two ran in 108-131 ms against quick's 3.65 ms. With this space, the twin's 128x128 tile at 8 warps and 2
+# stages won that problem and 3x16x3681 (1.750 and 1.075 of quick) and lost 4x16x2049 (0.781). Its 32- and 64-key
+# blocks at 2-4 stages do not compile in Helion's program (scripts/experiments/helion_twin_compiles.py): the data
+# holds some of this space for the model to learn that (collect/plan.py, HELION_TWIN_SHARE).
 def _attention_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -> dict | None:
     return {"atomic_indexing": [], "block_sizes": [1, c["BLOCK_M"], c["BLOCK_N"]],
             "indexing": ["tensor_descriptor" if c["TMA"] else "pointer"] * counts["indexing"], "l2_groupings": [1],
