@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws split sweep. What collect writes goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -100,6 +100,12 @@ step_ws() {  # issue 17: warp-specialised matmuls with device descriptors (a han
   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s9.jsonl $OUT/bench_matmul_gap.jsonl 2>/dev/null > /tmp/previous.jsonl
   timeout $(at_most ${WS_TIMEOUT:-240} 15) python3 scripts/experiments/ws_probe.py --out $OUT/ws_probe.jsonl \
     --previous /tmp/previous.jsonl 2>&1 | tail -40
+}
+step_cluster() {  # issue 17: the family's best configs of the large shapes at 2-CTA clusters (num_ctas 2) against one
+  # CTA and torch.matmul (CLUSTER_TIMEOUT); a hang ends only this step
+  cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap_previous.jsonl
+  timeout $(at_most ${CLUSTER_TIMEOUT:-240} 15) python3 scripts/experiments/cluster_probe.py \
+    --previous /tmp/gap_previous.jsonl --out $OUT/cluster_probe.jsonl 2>&1 | tail -40
 }
 step_startup() {  # issue 16: where a cold `costmodel tune` command's wall goes (since_start_s), a new process a shape
   local shape
