@@ -4,10 +4,11 @@ cuBLAS runs 3000x5000x1000 bf16 as 2-CTA clusters (session 9's profile: `nvjet_s
 the family's best config (128x256x64, persistent, TMA) reaches 0.77 of it. The family's kernel compiles at
 ``num_ctas=2`` for sm_90 (an explicit cluster of two in its PTX; checked on the CPU, ``--compile-only``). Per shape,
 the family's best config from ``--previous`` (bench_matmul_gap.py rows) is launched through the family's own
-launches with ``num_ctas`` 2 added: a persistent config with its programs as they are and halved (each program is
-then a cluster of two CTAs). Each variant's first call runs under a watchdog (a hang prints the stacks and ends the
-process; rows before it are kept), its result is checked against torch, then do_bench (L2 flushed) times it in
-alternating rounds against the config at one CTA and torch.matmul, in this one call. Rows are appended to --out.
+launches with ``num_ctas`` 2 added, bound as the benchmarker binds the family (``Bound``): a persistent config
+with its programs as they are and halved (each program is then a cluster of two CTAs). Each variant's first call
+runs under a watchdog (a hang prints the stacks and ends the process; rows before it are kept), its result is
+checked against torch, then do_bench (L2 flushed) times it in alternating rounds against the config at one CTA and
+torch.matmul, in this one call. Rows are appended to --out.
 
     PYTHONPATH=. python3 scripts/experiments/cluster_probe.py --previous rows.jsonl [--out cluster_probe.jsonl]
     .venv/bin/python scripts/experiments/cluster_probe.py --previous rows.jsonl --compile-only   # CPU, sm_90
@@ -48,15 +49,6 @@ def variants(fam, problem: dict, inputs: tuple, out, config: dict, hw) -> dict[s
     return out_
 
 
-def run(steps: list):
-    def call():
-        for s in steps:
-            for z in s.zero:
-                z.zero_()
-            s.kernel[s.grid](*s.args, **s.kwargs)
-    return call
-
-
 @click.command()
 @click.option("--previous", required=True, type=click.Path(exists=True, dir_okay=False),
               help="bench_matmul_gap.py rows: each shape's best config of the family")
@@ -93,6 +85,8 @@ def main(previous: str, compile_only: bool, watchdog: int, rounds: int, out: str
     import torch
     from triton.testing import do_bench
 
+    from costmodel.kernels.bound import Bound
+
     hw = hardware.current()
     with open(out, "a") as sink:
         for problem, dtype in SHAPES:
@@ -106,13 +100,13 @@ def main(previous: str, compile_only: bool, watchdog: int, rounds: int, out: str
             row = {"problem": problem, "dtype": dtype, "config": best, "rel_err": {}}
             o = fam.make_output(problem, dtype, "cuda")
             for name, steps in variants(fam, problem, inputs, o, best, hw).items():
-                fn = run(steps)
                 o.fill_(float("nan"))
                 faulthandler.dump_traceback_later(watchdog, exit=True)
                 try:
+                    fn = Bound.of(steps)  # as the benchmarker times the family: compiled once, launched directly
                     fn()
                     torch.cuda.synchronize()
-                except Exception as e:  # noqa: BLE001 - a variant Triton or the driver refuses: recorded, the rest go on
+                except Exception as e:  # noqa: BLE001 - refused by Triton or the driver: recorded, the rest go on
                     row["rel_err"][name] = f"{type(e).__name__}: {str(e)[:200]}"
                     continue
                 finally:
