@@ -251,6 +251,51 @@ def test_replay_never_returns_a_config_slower_than_the_default(rows, trained):
     assert tuner.last["default_ms"] == replay.latency[d]
 
 
+def _group_with_failures(rows, kernel="helion:attention"):
+    """A recorded group of ``kernel`` in which two configs or more did not run and 2K or more ran."""
+    for g, k, p, d in _groups(rows):
+        st = g["status"].to_pylist()
+        if k == kernel and st.count("ok") >= 2 * K and len(st) - st.count("ok") >= 2:
+            return g, p, d
+    raise AssertionError(f"no recorded {kernel} group with failures")
+
+
+@pytest.mark.parametrize("refill", [htune.REFILL, 0])
+def test_a_second_batch_replaces_the_top_k_that_did_not_run(rows, trained, refill):
+    """Two of the top k did not run (a recorded H200 attention group, ranked with two of its failures first and the
+    rest slowest first): the next ``refill`` x 2 of the ranking are timed in a second batch, beside the first, and
+    the fastest of both wins; with refill 0 the first batch alone."""
+    group, problem, dtype = _group_with_failures(rows)
+    recorded = [json.loads(c) for c in group["config_json"].to_pylist()]
+    replay = htune.HelionReplay(group)
+    key, ms = configs.config_json, replay.latency
+    bound, args = _bound("helion:attention", problem, dtype)
+    d = key(configs.normalise(bound.config_spec.default_config()))
+    failed = [c for c in recorded if key(c) not in ms and key(c) != d][:2]
+    ran = sorted((c for c in recorded if key(c) in ms and key(c) != d), key=lambda c: -ms[key(c)])
+
+    class FailuresFirst(htune.CostModelAutotuner):
+        def ranked(self, cm, bound, args):
+            return failed + ran, super().ranked(cm, bound, args)[1]
+
+    tuner = FailuresFirst(trained, k=K, candidates=lambda b: recorded, timer=replay, gpu=GPU, helion_version="1.4.0",
+                          refill=refill, tolerance=0.0)
+    got = key(tuner(bound, args).autotune())
+    order = [key(c) for c in failed + ran]
+    asked = [[key(c) for c in batch] for batch in replay.asked]
+    assert asked[0][:K] == order[:K]
+    if refill:
+        assert len(asked) == 2 and asked[1] == order[K: K + 2 * refill] and tuner.last["refilled"] == 2 * refill
+    else:
+        assert len(asked) == 1 and tuner.last["refilled"] == 0
+    timed = [c for batch in asked for c in batch if c in ms]
+    assert [key(t["config"]) for t in tuner.last["timed"]] == [c for batch in asked for c in batch]
+    best = min(timed, key=ms.get)
+    assert got == (d if d in ms and ms[d] <= ms[best] else best)
+    if refill and got != d:
+        assert got in asked[1]  # the second batch, ranked after the first, holds the faster configs here
+
+
 # --- (b) the verification, replayed from the H200 race (scripts/bench_helion.py, session 13) ---------------
 # Each race row holds the tuner's batch as it timed it on the H200 (costmodel.search.timed) and, for the configs the
 # race compared (the tuner's pick, Helion quick's and the default), six alternating do_bench rounds of each: a
@@ -386,6 +431,53 @@ def test_helions_rebenchmark_re_times_the_compiled_finalists(monkeypatch):
     assert steady == [float(np.median(rounds[j][: htune.VERIFY_ROUNDS])) for j in (a, b)]
     assert steady[1] < steady[0]  # the default's first three rounds beat the batch's pick's
     assert timer.kept is None and timer.retime(bound, args, cfgs) == [None, None]  # the search let go
+
+
+def test_a_second_batch_is_re_timed_beside_the_first(monkeypatch):
+    """HelionBenchmark: a batch measured with ``more`` keeps the last batch's compiled functions, and the
+    re-timing runs those of both (the race's rms_norm pick from the first batch, quick's config from the second;
+    the default in both: the second's); a batch measured without ``more`` lets the first go."""
+    from helion.autotuner import base_search
+    from helion.autotuner.benchmark_provider import BenchmarkResult
+
+    row = _race("helion:rms_norm")
+    pick, quick, default = (_raced_config(row, w) for w in RACED)
+    rounds = {configs.config_json(_raced_config(row, w)): list(row["latency_rounds_ms"][w]) for w in RACED}
+    fam = families.get(row["kernel"])
+    bound, args = _bound(row["kernel"], row["problem"], row["dtype"],
+                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
+    counts = families.op_counts(bound.config_spec)
+    ran, benched, searches = [], [], []
+
+    def benchmark_batch(self, cfgs, *, desc=""):
+        searches.append(self)
+        out = []
+        for c in cfgs:
+            j = configs.config_json(dict(c), counts)
+            out.append(BenchmarkResult(config=c, fn=lambda *a, j=j: ran.append(j), perf=rounds[j][0], status="ok",
+                                       compile_time=None))
+        return out
+
+    def do_bench(fn, warmup, rep, return_mode, **kw):
+        fn()
+        benched.append(ran[-1])
+        return rounds[ran[-1]][sum(b == ran[-1] for b in benched)]
+
+    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
+    monkeypatch.setattr(base_search, "do_bench", do_bench)
+    timer = htune.HelionBenchmark()
+    a, b, q = (configs.config_json(c) for c in (pick, default, quick))
+    assert timer.measure(bound, args, [pick, default]) == [rounds[a][0], rounds[b][0]]
+    assert timer.measure(bound, args, [quick, default], more=True) == [rounds[q][0], rounds[b][0]]
+    assert len(searches) == 2 and searches[0] is not searches[1]
+    steady = timer.retime(bound, args, [pick, default, quick])
+    assert benched == [a, b, q, q, b, a, a, b, q]  # both batches' functions, in alternating rounds
+    assert steady == [float(np.median(rounds[j][1: 1 + htune.VERIFY_ROUNDS])) for j in (a, b, q)]
+    # without ``more`` the first batch's functions are let go: its pick is not re-timed
+    benched.clear()
+    timer.measure(bound, args, [pick, default])
+    timer.measure(bound, args, [quick, default])
+    assert timer.retime(bound, args, [pick, default, quick])[0] is None
 
 
 # --- (c) the fallback ------------------------------------------------------------------------------------
@@ -536,7 +628,9 @@ def test_autotuner_fn_on_the_gpu(trained, tmp_path):
     assert first["rel_err"] <= first["tolerance"]
     # the random 300 and the Triton twin's space (a config in both counted once)
     assert first["twin_candidates"] > 0 and 300 < last["candidates"] <= 300 + first["twin_candidates"]
-    assert len(last["timed"]) <= 5
+    # the top 4 and the default, then twice as many of the next ranked as the top 4 lost (a second batch)
+    lost = sum(t["ms"] is None for t in last["timed"][:4] if t["config"] != first["default"])
+    assert len(last["timed"]) <= 5 + last["refilled"] and last["refilled"] <= htune.REFILL * lost
     assert last["default_ms"] is not None
     best = _verified(first)
     cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]

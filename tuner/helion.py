@@ -15,7 +15,8 @@ Our search (``CostModelSearch.autotune``): the candidates (``families.candidates
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
 ``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
-``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
+``HelionTimer`` (where some of the top k did not compile, run or pass the check, ``refill`` times as many of the next
+ranked are timed in a second batch) (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
 which cost every cold tune 15-20 s). Then a final verification, as Helion's own searches end: the batch's fastest
 ``verify`` and the default, always, are re-timed with steadier timing (Helion's ``rebenchmark``: steady do_bench,
@@ -52,6 +53,13 @@ from costmodel.helion import features as hfeatures
 from costmodel.helion import model as helion_model
 
 K = 8  # timed besides the default; issue 18 measures top-8 on left-out kernels
+# each of the top k that did not run is replaced by this many of the next ranked, timed in one more batch. The shipped
+# Helion model (data f5d81052b4506aa7) on the 7 attention groups recorded after it (session 22): 1-5 of each group's
+# top 8 ran (the twin's tiles that Triton's layout pass refuses in Helion's program); its top 8 reached a geomean
+# 0.793 of each group's best, with a second batch as many as failed 0.971, twice as many 0.989, timing 14-22 configs
+# of 48 (scripts/experiments/helion_refill.py, scripts/results/helion_refill-cpu-2026-12-02-s22.json). A top k that
+# all ran costs nothing more.
+REFILL = 2
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -70,11 +78,13 @@ class HelionFallbackWarning(UserWarning):
 
 
 class HelionTimer(Protocol):
-    def measure(self, bound, args: Sequence[object], configs: list[dict]) -> list[float | None]:
-        """Milliseconds per canonical config (None: it did not compile, run or pass the accuracy check)."""
+    def measure(self, bound, args: Sequence[object], configs: list[dict], more: bool = False) -> list[float | None]:
+        """Milliseconds per canonical config (None: it did not compile, run or pass the accuracy check); ``more``:
+        a batch beside the last one, whose configs ``retime`` may still re-time."""
 
     def retime(self, bound, args: Sequence[object], configs: list[dict]) -> list[float | None]:
-        """Steadier milliseconds of configs the last ``measure`` timed (None: not re-timed)."""
+        """Steadier milliseconds of configs the last ``measure`` (and the batches it added to) timed (None: not
+        re-timed)."""
 
 
 class HelionBenchmark:
@@ -83,14 +93,16 @@ class HelionBenchmark:
     default config's and times it (``in_process``: here, not in Helion's spawned benchmark worker); ``retime``
     re-times some of them with the same search's ``rebenchmark`` (steady do_bench of the functions the batch
     compiled: a recompile would cost seconds), as Helion's final verification does, ``rounds`` times in alternating
-    order, and lets go of the search."""
+    order, and lets go of the search. A batch measured with ``more`` keeps the last one's compiled functions beside
+    its own: the re-timing runs them all in the last search's rebenchmark (it calls each member's function on the
+    kernel's arguments, whichever search compiled it)."""
 
     def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True):
         self.rounds, self.target_ms, self.in_process = rounds, target_ms, in_process
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
 
-    def measure(self, bound, args, configs):
-        self.kept = None
+    def measure(self, bound, args, configs, more=False):
+        kept, self.kept = (self.kept if more else None), None
         counts = families.op_counts(bound.config_spec)
         settings = bound.settings
         allowed = settings.autotune_compile_timeout
@@ -109,12 +121,14 @@ class HelionBenchmark:
             if len(configs) > 1:  # nothing to check a single config against
                 search = _timed_search()(bound, args, [_config(c) for c in configs])
                 search.autotune(skip_cache=True)
-                self.kept = search, {hconfigs.config_json(m.config, counts): m for m in search.members}
+                kept = search, {**(kept[1] if kept else {}),
+                                **{hconfigs.config_json(m.config, counts): m for m in search.members}}
         finally:
             settings.autotune_compile_timeout = allowed
             if subprocess_allowed is not None:
                 settings.autotune_benchmark_subprocess = subprocess_allowed
-        members = self.kept[1] if self.kept else {}
+        self.kept = kept
+        members = kept[1] if kept else {}
         return [_finite(members[j].perf) if (j := hconfigs.config_json(c, counts)) in members else None
                 for c in configs]
 
@@ -177,7 +191,7 @@ class HelionReplay:
         self.asked: list[list[dict]] = []
         self.retimed: list[list[dict]] = []
 
-    def measure(self, bound, args, configs):
+    def measure(self, bound, args, configs, more=False):
         self.asked.append(list(configs))
         return [self.latency.get(hconfigs.config_json(c)) for c in configs]
 
@@ -285,14 +299,15 @@ class CostModelAutotuner:
     one; a replay's rows may be of another); ``timer``: a ``HelionTimer`` (default ``HelionBenchmark``);
     ``candidates``: how many to rank, or a function of the bound kernel giving canonical configs; ``verify``: how
     many of the batch's fastest are re-timed beside the default; ``tolerance``: how much faster than the default
-    (as a fraction) a finalist must re-time to replace it."""
+    (as a fraction) a finalist must re-time to replace it; ``refill``: how many of the next ranked replace each of
+    the top k that did not run, in a second batch (0: none)."""
 
     def __init__(self, model: str | None = None, *, k: int = K, candidates: int | Callable = N_CANDIDATES,
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
-                 tolerance: float = TOLERANCE):
+                 tolerance: float = TOLERANCE, refill: int = REFILL):
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
-        self.verify, self.tolerance = verify, tolerance
+        self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.timer = timer or HelionBenchmark()
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -431,6 +446,10 @@ class CostModelSearch:
         top = ranked[: tuner.k]
         batch = top if default in top else [*top, default]
         ms = timer.measure(self.kernel, self.args, batch)
+        lost = sum(t is None for c, t in zip(batch, ms) if c != default)
+        more = [c for c in ranked[tuner.k: tuner.k + tuner.refill * lost] if c != default]
+        if more:
+            batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
         t_measured = time.perf_counter()
         finals = finalists(batch, ms, default, tuner.verify)
         steady = timer.retime(self.kernel, self.args, finals)
@@ -446,13 +465,14 @@ class CostModelSearch:
         t_end = time.perf_counter()
         tuner.last = {
             "candidates": len(ranked), "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
-            "default_ms": default_ms, "tolerance": tuner.tolerance,
+            "refilled": len(more), "default_ms": default_ms, "tolerance": tuner.tolerance,
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},
             "rank_s": t_ranked - t0, "measure_s": t_measured - t_ranked, "verify_s": t_end - t_measured,
             "wall_s": t_end - t0}
-        self.log(f"costmodel: ranked {len(ranked)} configs in {t_ranked - t0:.2f} s, timed {len(batch)}, re-timed "
+        self.log(f"costmodel: ranked {len(ranked)} configs in {t_ranked - t0:.2f} s, timed {len(batch)} ({len(more)} "
+                 f"in place of {lost} that did not run), re-timed "
                  f"{len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default {default_ms} ms in the "
                  f"batch)")
         return _config(best)
