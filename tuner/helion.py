@@ -15,16 +15,16 @@ Our search (``CostModelSearch.autotune``): the candidates (``families.candidates
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
 ``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
-``HelionTimer`` (where some of the top k did not compile, run or pass the check, ``refill`` times as many of the next
-ranked are timed in a second batch) (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
+``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
-which cost every cold tune 15-20 s). Then a final verification, as Helion's own searches end: the batch's fastest
-``verify`` and the default, always, are re-timed with steadier timing (Helion's ``rebenchmark``: steady do_bench,
-``VERIFY_ROUNDS`` rounds in alternating order, their median), and the fastest of that re-timing wins; the default
-unless another beats it by more than ``tolerance``. One batch timing of a microsecond kernel misleads: rms_norm
-4096x2048 bf16 on the H200 timed 0.0118 ms against the default's 0.0140 in the batch, 0.0159 against 0.0142 in six
-steady rounds (race of session 13), and a tuner that trusted the batch returned a config 12% slower than the
-default.
+which cost every cold tune 15-20 s). Where some of the top k did not compile, run or pass the check, ``refill``
+times as many of the next ranked are timed in a second batch. Then a final verification, as Helion's own searches
+end: the batches' fastest ``verify`` and the default, always, are re-timed with steadier timing (Helion's
+``rebenchmark``: steady do_bench, ``VERIFY_ROUNDS`` rounds in alternating order, their median), and the fastest of
+that re-timing wins; the default unless another beats it by more than ``tolerance``. One batch timing of a
+microsecond kernel misleads: rms_norm 4096x2048 bf16 on the H200 timed 0.0118 ms against the default's 0.0140 in the
+batch, 0.0159 against 0.0142 in six steady rounds (race of session 13), and a tuner that trusted the batch returned
+a config 12% slower than the default.
 
 Where the model does not fit (no Helion model for this GPU, a model of another feature schema or Helion version,
 a kernel whose structure, tiles and reductions, no kernel of its data had), it says so once per reason
@@ -364,12 +364,12 @@ class CostModelAutotuner:
     def ranked(self, cm: model.CostModel, bound, args) -> tuple[list[dict], dict]:
         """(candidates predicted fastest first, Helion's default config), canonical. A costmodel kernel with a
         Triton twin has two pools, Helion's random population and the twin's space read as this kernel's configs
-        (``families.twin_candidates``), each ranked by the model; the order alternates between them, so that the
-        top k holds the best of both: the twin's space holds the tiles and schedules the Triton family is built
-        around (matmul's twin rows also train the model), the population the knobs the twin has not, and a hedge against one tile winning every slot: on the
-        race's 4155x4096x4476 bf16 matmul the model's top 8 of the twin's space are all 128x256 tiles, six of them
-        differing in stages or GROUP_M alone (scripts/helion_candidates.py, its output in
-        scripts/results/helion_candidates-cpu-2026-12-02-s19.json)."""
+        (``families.twin_candidates``), each ranked by the model; the order alternates between them, so that the top
+        k holds the best of both: the twin's space holds the tiles and schedules the Triton family is built around
+        (matmul's twin rows also train the model), the population the knobs the twin has not, and a hedge against
+        one tile winning every slot: on the race's 4155x4096x4476 bf16 matmul the model's top 8 of the twin's space
+        are all 128x256 tiles, six of them differing in stages or GROUP_M alone (scripts/helion_candidates.py, its
+        output in scripts/results/helion_candidates-cpu-2026-12-02-s19.json)."""
         spec = bound.config_spec
         counts = families.op_counts(spec)
         call = Call.of(bound, args)
