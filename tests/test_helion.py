@@ -212,6 +212,20 @@ def _table(bound, n=6):
     return kernels, problems, cfgs
 
 
+def _as_run(fam, problem: dict, c: dict) -> tuple[list, list]:
+    """(tile extents, block sizes) of config ``c`` as its code runs them: a flattened loop over the grid's tiles is
+    one block over the flattened extent, along the last dim where the loop order runs it last, else across."""
+    ext, blocks = list(fam.tiles(problem)), list(c["block_sizes"])
+    if c.get("flatten_loops") and all(c["flatten_loops"]) and fam.grid >= 2:
+        order = c["loop_orders"][0]
+        at = fam.grid - 1 if order[-1] == max(order) else 0
+        for values in (ext, blocks):
+            product = int(np.prod(values[: fam.grid]))
+            values[: fam.grid] = [1] * fam.grid
+            values[at] = product
+    return ext, blocks
+
+
 def test_features_finite_where_defined(bound):
     kernels, problems, cfgs = _table(bound)
     names, m = features.matrix(kernels, problems, cfgs)
@@ -221,20 +235,42 @@ def test_features_finite_where_defined(bound):
     for i, (k, p, c) in enumerate(zip(kernels, problems, cfgs)):
         c = json.loads(c)
         fam = families.get(k)
-        ext = fam.tiles(p)
+        ext, blocks = _as_run(fam, p, c)
         for j in range(features.MAX_TILES):  # defined exactly for the kernel's tiled dims
             if j < len(ext):
-                assert col[f"block_ratio_{j}"][i] == pytest.approx(c["block_sizes"][j] / ext[j])
-                assert col[f"log2_tiles_{j}"][i] == pytest.approx(np.log2(np.ceil(ext[j] / c["block_sizes"][j])))
+                assert col[f"block_ratio_{j}"][i] == pytest.approx(blocks[j] / ext[j])
+                assert col[f"log2_tiles_{j}"][i] == pytest.approx(np.log2(np.ceil(ext[j] / blocks[j])))
             else:
                 assert np.isnan(col[f"log2_block_{j}"][i])
         assert col["log2_programs"][i] == pytest.approx(
-            sum(np.log2(np.ceil(ext[j] / c["block_sizes"][j])) for j in range(fam.grid)))
+            sum(np.log2(np.ceil(ext[j] / blocks[j])) for j in range(fam.grid)))
         assert col["log2_num_warps"][i] == np.log2(c["num_warps"])
         assert col[f"pid_{c['pid_type']}"][i] == 1 and sum(col[f"pid_{t}"][i] for t in features.PID_TYPES) == 1
         assert col["n_reductions"][i] == len(fam.reductions(p))
         for name in ("n_tiles", "log2_num_warps", "num_stages", "log2_programs", "indexing_pointer", "n_loads"):
             assert np.isfinite(col[name][i]), name
+
+
+def test_a_flattened_loop_reads_as_one_block_over_the_flattened_extent():
+    """Swiglu 5634x16752 (a recorded 1,000-config group): a flattened 32x32 tile is one 1,024-element block over
+    the M x N elements, along the rows' contiguous dim in loop order [0, 1] (padding only the last block), across it
+    in [1, 0]; unflattened, it is a 32x32 tile, and a 1x1024 tile pads each row's 16,752 to 17,408."""
+    base = {"num_warps": 4, "num_stages": 1, "pid_type": "flat"}
+    cfgs = [{**base, "block_sizes": [32, 32], "flatten_loops": [True], "loop_orders": [[0, 1]]},
+            {**base, "block_sizes": [32, 32], "flatten_loops": [True], "loop_orders": [[1, 0]]},
+            {**base, "block_sizes": [32, 32], "flatten_loops": [False], "loop_orders": [[0, 1]]},
+            {**base, "block_sizes": [1, 1024], "flatten_loops": [False], "loop_orders": [[0, 1]]}]
+    m, n = 5634, 16752
+    names, x = features.matrix(["helion:swiglu"] * 4, [{"M": m, "N": n}] * 4, [json.dumps(c) for c in cfgs])
+    col = {k: x[:, names.index(k)] for k in names}
+    blocks = np.ceil(m * n / 1024)
+    assert list(col["log2_block_0"]) == [0, 10, 5, 0] and list(col["log2_block_1"]) == [10, 0, 5, 10]
+    assert col["log2_tiles_1"][0] == col["log2_tiles_0"][1] == pytest.approx(np.log2(blocks))
+    assert col["log2_programs"][:2] == pytest.approx([np.log2(blocks)] * 2)
+    assert col["log2_programs"][2] == pytest.approx(np.log2(np.ceil(m / 32)) + np.log2(np.ceil(n / 32)))
+    assert col["tile_fill"][:2] == pytest.approx([m * n / (blocks * 1024)] * 2)
+    assert col["tile_fill"][3] == pytest.approx(n / 17408) and col["tile_fill"][0] > col["tile_fill"][3]
+    assert list(col["log2_tile_elems"]) == [10] * 4
 
 
 def test_features_ignore_key_order(bound):
@@ -255,8 +291,7 @@ def test_physical_features(bound):
     rolled_seen = set()
     for i, (k, p, c) in enumerate(zip(kernels, problems, cfgs)):
         c, fam = json.loads(c), families.get(k)
-        ext, red = fam.tiles(p), fam.reductions(p)
-        blocks = c["block_sizes"]
+        (ext, blocks), red = _as_run(fam, p, c), fam.reductions(p)
         rblocks = [r if r is not None else 2 ** int(np.ceil(np.log2(e)))
                    for r, e in zip(c.get("reduction_loops") or [], red)]
         assert col["tile_fill"][i] == pytest.approx(np.prod([e / (np.ceil(e / b) * b) for e, b in zip(ext, blocks)]))

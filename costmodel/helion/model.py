@@ -28,7 +28,7 @@ from costmodel import model
 from costmodel.errors import CostModelError
 from costmodel.helion import configs as hconfigs, features
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3  # 3: a flattened tile loop's tiles read as its one block (features._flattened)
 DIMS = ("M", "N", "K", "B", "H", "S", "D")
 DTYPES = {"float16": 2, "bfloat16": 2, "float32": 4}
 NAMES = (*features.NAMES, *(f"log2_{d}" for d in DIMS), "causal", *(f"dtype_{d}" for d in DTYPES), "dtype_bytes")
