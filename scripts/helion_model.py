@@ -3,7 +3,7 @@
 held-out-shape evaluation, and (with --out / --ship) a model trained on every group (CPU).
 
     python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N]
-        [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--twin-kernels K1,K2] [--json]
+        [--parallel-trees N] [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--twin-kernels K1,K2] [--json]
 
 Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
 kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
@@ -34,6 +34,10 @@ def run(args) -> dict:
     params = dataclasses.replace(model.FAST if args.fast else helion_model.PARAMS, seed=args.seed)
     if args.trees:
         params = dataclasses.replace(params, n_estimators=args.trees, valid_fraction=0.0)
+    if args.parallel_trees is not None:
+        if args.parallel_trees < 1:
+            raise CostModelError(f"--parallel-trees must be 1 or more, not {args.parallel_trees}")
+        params = dataclasses.replace(params, num_parallel_tree=args.parallel_trees)
     out = {"gpu": gpu, "rows": table.num_rows, "twin_rows": int(helion_model.is_twin(table).sum()),
            "twin_per_group": args.twin_per_group, "twin_kernels": args.twin_kernels, "seed": args.seed,
            **helion_model.leave_one_kernel_out(table, params),
@@ -74,6 +78,8 @@ def main(argv=None) -> int:
                    "on 15%% of the groups) instead of the Helion model's (helion.model.PARAMS)")
     p.add_argument("--seed", type=int, default=0, help="boosting seed of every fit (default 0)")
     p.add_argument("--trees", type=int, default=None, help="this many trees, no early stopping (the recipe's count)")
+    p.add_argument("--parallel-trees", type=int, default=None, metavar="N",
+                   help="N trees a boosting round, each on its own row and column sample, averaged (the recipe's count)")
     p.add_argument("--together", action="append", default=[], metavar="K1,K2",
                    help="also hold these kernels out together (e.g. helion:swiglu,helion:geglu); repeatable")
     p.add_argument("--twin-per-group", type=int, default=helion_model.TWIN_PER_GROUP, metavar="N",
