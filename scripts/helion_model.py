@@ -3,7 +3,8 @@
 held-out-shape evaluation, and (with --out / --ship) a model trained on every group (CPU).
 
     python scripts/helion_model.py [--data data] [--gpu nvidia-h200] [--out DIR | --ship] [--fast] [--seed N] [--trees N]
-        [--parallel-trees N] [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--twin-kernels K1,K2] [--json]
+        [--parallel-trees N] [--together helion:swiglu,helion:geglu ...] [--twin-per-group N] [--twin-kernels K1,K2]
+        [--json]
 
 Leave-one-kernel-out: for each Helion kernel of the data, a model fitted on every other kernel ranks the held-out
 kernel's groups; per kernel and over all, the geomean top-1 / top-8 score (best latency of the group / best
