@@ -46,6 +46,7 @@ class FeatureSet:
     schema_version: int
     matrix: Callable[[pa.Table], np.ndarray]  # rows x len(names), float32, NaN where a feature does not apply
     kernels: Callable[[], list[str]]  # the dataset kernel names of this kind (what its model trains on)
+    retrain: str = "costmodel train"  # the command that trains a model of this kind (said where one is refused)
 
 
 TRITON = FeatureSet("triton", features.FEATURE_NAMES, features.FEATURE_SCHEMA_VERSION, features.feature_matrix,
@@ -429,9 +430,9 @@ def check_meta(meta: dict, where: str, gpu: str | None = None) -> None:
     if meta.get("feature_schema_version") != fs.schema_version:
         raise CostModelError(
             f"model at {where} uses {fs.name} feature schema v{meta.get('feature_schema_version')}, this costmodel "
-            f"computes v{fs.schema_version}: retrain it with `costmodel train`")
+            f"computes v{fs.schema_version}: retrain it with `{fs.retrain}`")
     if meta.get("feature_names") != list(fs.names):
-        raise CostModelError(f"model at {where} was trained on other feature names: retrain it with `costmodel train`")
+        raise CostModelError(f"model at {where} was trained on other feature names: retrain it with `{fs.retrain}`")
     if gpu is not None and meta.get("gpu") != gpu:
         raise CostModelError(f"model at {where} is for GPU {meta.get('gpu')!r}, not {gpu!r}")
 

@@ -156,6 +156,22 @@ def test_helion_model_refuses_a_triton_model():
         helion_model.load(model.MODELS_DIR / GPU)
 
 
+def test_a_helion_model_of_another_feature_schema_is_refused_with_its_retrain_command(tmp_path):
+    """The shipped model's files with an older schema version: refused, naming the Helion model's own command."""
+    import shutil
+
+    from costmodel.errors import CostModelError
+
+    where = tmp_path / GPU / "helion"
+    shutil.copytree(helion_model.model_dir(GPU), where)
+    meta = json.loads((where / "meta.json").read_text())
+    assert meta["feature_schema_version"] == helion_model.SCHEMA_VERSION
+    helion_model.load(where)
+    (where / "meta.json").write_text(json.dumps({**meta, "feature_schema_version": helion_model.SCHEMA_VERSION - 1}))
+    with pytest.raises(CostModelError, match=r"retrain it with `python scripts/helion_model.py --ship`"):
+        helion_model.load(where)
+
+
 # --- (b) the replay --------------------------------------------------------------------------------------
 
 def _matmul_group(rows):

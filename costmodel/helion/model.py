@@ -60,7 +60,8 @@ def _kernels() -> list[str]:
     return [f.kernel for f in families.FAMILIES.values()]
 
 
-FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kernels)
+FEATURES = model.FeatureSet("helion", NAMES, SCHEMA_VERSION, table_matrix, _kernels,
+                            retrain="python scripts/helion_model.py --ship")
 
 
 # --- the Triton twins' rows ------------------------------------------------------------------------------------
