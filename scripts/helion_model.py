@@ -31,7 +31,6 @@ from costmodel.helion import model as helion_model  # noqa: E402
 
 
 def run(args) -> dict:
-    table, gpu = helion_model.training_table(args.data, args.gpu, args.twin_per_group, args.twin_kernels.split(","))
     params = dataclasses.replace(model.FAST if args.fast else helion_model.PARAMS, seed=args.seed)
     if args.trees:
         params = dataclasses.replace(params, n_estimators=args.trees, valid_fraction=0.0)
@@ -39,6 +38,7 @@ def run(args) -> dict:
         if args.parallel_trees < 1:
             raise CostModelError(f"--parallel-trees must be 1 or more, not {args.parallel_trees}")
         params = dataclasses.replace(params, num_parallel_tree=args.parallel_trees)
+    table, gpu = helion_model.training_table(args.data, args.gpu, args.twin_per_group, args.twin_kernels.split(","))
     out = {"gpu": gpu, "rows": table.num_rows, "twin_rows": int(helion_model.is_twin(table).sum()),
            "twin_per_group": args.twin_per_group, "twin_kernels": args.twin_kernels, "seed": args.seed,
            **helion_model.leave_one_kernel_out(table, params),
