@@ -16,14 +16,19 @@ first call's, cold. "costmodel": ``CostModelAutotuner()`` as the kernel's ``auto
 autotune_effort "quick" (what its fallback runs where the model does not fit: the row's ``costmodel.path`` says
 which ran, ``fallback`` why); "quick" and, for the first ``--full`` problems, "full": Helion's own search at that
 effort. Then this process runs each chosen config and Helion's default config once, checks the output against the
-family's float32 reference (``HelionFamily.tolerance``), and times those that pass with do_bench (median) in
-``--rounds`` alternating rounds (benchlib.alternating); ``latency_ms`` holds the medians of the rounds' medians.
+family's float32 reference (``HelionFamily.tolerance``), and times those that pass in ``--rounds`` alternating
+rounds (benchlib.alternating) two ways: do_bench's median (``latency_ms``) and a CUDA-graph replay over input sets
+that fill twice the L2 (``graph_ms``: the GPU's time, no launch waiting on Helion's host code). A config chosen by
+several is timed once. The figures (``--summarise``) read ``graph_ms`` where a row has it, ``latency_ms`` before.
 Each problem's row is appended to --out when done, so a call cut short keeps the problems it finished.
+
+    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --out retimed.jsonl   # no tunes: re-time picks
 """
 
 from __future__ import annotations
 
 import json
+import math
 import os
 import signal
 import statistics
@@ -36,7 +41,7 @@ from pathlib import Path
 import click
 import numpy as np
 
-from benchlib import alternating, cold_triton_cache, log
+from benchlib import alternating, cold_triton_cache, graph_timer, log
 from costmodel import benchmarks, dataset
 from costmodel.benchmark import relative_error
 from costmodel.dataset import canonical_json
@@ -47,7 +52,13 @@ from costmodel.helion import configs as hconfigs, families
 ROOT = Path(__file__).resolve().parents[1]
 KERNELS = ("matmul", "softmax", "layer_norm", "rms_norm", "attention")  # the Helion kernels with a Triton twin
 SEED = 18  # issue 18: Helion's own searches' random seed
+CONTENDERS = ("costmodel", "quick", "full", "default")
+TIMING_KEYS = ("latency_ms", "latency_rounds_ms", "graph_ms", "graph_rounds_ms", "input_sets", "same_config",
+               "rel_err", "tolerance", "run_errors")
 WALL_S, VS_FULL = 20.0, 0.97  # issue 18's acceptance: median cold wall, geomean latency against full effort
+# graph replays (``latencies``): a replay of at least GRAPH_MS of calls, over at most MAX_SETS input sets, in at
+# most MAX_CALLS calls (a softmax of 64x3072 fp16 reads 0.4 MB: 2 x the H200's 60 MB L2 is 300 sets of it)
+GRAPH_MS, MAX_SETS, MAX_CALLS = 1.0, 512, 1024
 
 
 def recorded(data_dir: Path) -> set[tuple[str, str]]:
@@ -128,45 +139,90 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
 
 # --- latencies, in this process ---------------------------------------------------------------------------
 
-def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rounds: int) -> dict:
-    """Each chosen config run once and checked against the reference, then those within tolerance timed by
-    do_bench in alternating rounds: medians, the rounds, and each config's relative error."""
+def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rounds: int, l2_bytes: int) -> dict:
+    """Each distinct chosen config (``same_configs``) run once and checked against the reference, then those within
+    tolerance timed in ``rounds`` alternating rounds two ways: do_bench (median; L2 flushed, the host's launch
+    counted where it outlasts the flush) and a CUDA-graph replay over ``input_sets`` (``benchlib.graph_timer``: the
+    kernel's GPU time, the host out of the way). Per chooser: the medians of its config's rounds, the rounds, the
+    relative error; a config two choosers share is one kernel, so both get the same figures."""
     import helion
     from triton.testing import do_bench
 
     fam = families.get(name)
     inputs = fam.make_inputs(problem, dtype, "cuda")
     args, ref = fam.args(problem, inputs), fam.reference(problem, inputs)
-    runs, rel_err, errors = {}, {}, {}
-    for who, config in chosen.items():
-        kernel = fam.with_settings(configs=(helion.Config(**config),))  # one config: a call runs it
+    sets = [args] + [fam.args(problem, fam.make_inputs(problem, dtype, "cuda", seed=i))
+                     for i in range(1, input_sets(args, l2_bytes))]
+    groups = same_configs(chosen)
+    runs, rel_err, errors, graphs = {}, {}, {}, {}
+    for key, whos in groups.items():
+        kernel = fam.with_settings(configs=(helion.Config(**chosen[whos[0]]),))  # one config: a call runs it
         try:
             out = kernel(*args)
         except Exception as e:  # noqa: BLE001 - recorded; the other configs are still timed
-            errors[who] = f"{type(e).__name__}: {str(e)[:500]}"
+            errors.update({who: f"{type(e).__name__}: {str(e)[:500]}" for who in whos})
             continue
-        rel_err[who] = relative_error(out, ref)
-        if rel_err[who] <= fam.tolerance[dtype]:
-            runs[who] = lambda kernel=kernel: kernel(*args)
-    rounds_ms = alternating(runs, rounds, lambda fn: do_bench(fn, return_mode="median"))
-    return {"latency_ms": {w: statistics.median(v) for w, v in rounds_ms.items()}, "latency_rounds_ms": rounds_ms,
+        rel_err.update({who: relative_error(out, ref) for who in whos})
+        if rel_err[whos[0]] > fam.tolerance[dtype]:
+            continue
+        runs[key] = lambda kernel=kernel: kernel(*args)
+        try:  # enough calls that a replay lasts about GRAPH_MS
+            calls = min(MAX_CALLS, max(len(sets), math.ceil(GRAPH_MS / do_bench(runs[key], return_mode="median"))))
+            graphs[key] = graph_timer([lambda kernel=kernel, a=sets[i % len(sets)]: kernel(*a) for i in range(calls)])
+        except Exception as e:  # noqa: BLE001 - do_bench still times it
+            errors.update({who: f"graph: {type(e).__name__}: {str(e)[:500]}" for who in whos})
+    timed = {key: (fn, graphs.get(key)) for key, fn in runs.items()}
+    rounds_ms = alternating(timed, rounds, lambda fg: (do_bench(fg[0], return_mode="median"),
+                                                         fg[1]() if fg[1] else None))
+    out = {"latency_ms": {}, "latency_rounds_ms": {}, "graph_ms": {}, "graph_rounds_ms": {}}
+    for key, pairs in rounds_ms.items():
+        bench, graph = [b for b, _ in pairs], [g for _, g in pairs]
+        for who in groups[key]:
+            out["latency_ms"][who], out["latency_rounds_ms"][who] = statistics.median(bench), bench
+            if None not in graph:
+                out["graph_ms"][who], out["graph_rounds_ms"][who] = statistics.median(graph), graph
+    return {**out, "input_sets": len(sets), "same_config": [w for w in groups.values() if len(w) > 1],
             "rel_err": rel_err, "tolerance": fam.tolerance[dtype], **({"run_errors": errors} if errors else {})}
 
 
+def same_configs(chosen: dict[str, dict]) -> dict[str, list[str]]:
+    """The choosers of each distinct config (canonical JSON), in first-chosen order: a config chosen twice is one
+    kernel, timed once (session 23: quick, default and costmodel chose one softmax config at 64x3072, and its three
+    timings, 15 rounds each, read 0.93-1.04 of each other)."""
+    out: dict[str, list[str]] = {}
+    for who, config in chosen.items():
+        out.setdefault(canonical_json(config), []).append(who)
+    return out
+
+
+def input_sets(args: tuple, l2_bytes: int) -> int:
+    """How many input sets a graph replay rotates over: enough that their tensors fill twice the L2 (so each call
+    reads its inputs from memory, as do_bench's flushed calls do), at most MAX_SETS."""
+    import torch
+
+    nbytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    return max(1, min(MAX_SETS, math.ceil(2 * l2_bytes / max(nbytes, 1))))
+
+
 def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, scratch: str, timeout_s: float,
-             rounds: int) -> dict:
+             rounds: int, l2_bytes: int) -> dict:
     fam = families.get(name)
     row: dict = {}
     for who in ("costmodel", "quick", *(["full"] if full else [])):
         row[who] = tune_in_new_process(who, name, problem, dtype, cold_env(base_cache, scratch), timeout_s)
         log(f"{who}: " + json.dumps({k: v for k, v in row[who].items() if k not in ("config", "search")})[:600])
     bound, _ = fam.bind(problem, dtype, "cuda")
-    chosen = {w: row[w]["config"] for w in row if "config" in row[w]}
-    chosen["default"] = hconfigs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
-    row["default"] = {"config": chosen["default"]}
-    row.update(latencies(name, problem, dtype, chosen, rounds))
-    log(f"latency_ms {json.dumps(row['latency_ms'])}")
-    return row
+    row["default"] = {"config": hconfigs.normalise(bound.config_spec.default_config(),
+                                                   families.op_counts(bound.config_spec))}
+    return {**row, **timed_row(name, problem, dtype, row, rounds, l2_bytes)}
+
+
+def timed_row(name: str, problem: dict, dtype: str, row: dict, rounds: int, l2_bytes: int) -> dict:
+    """``latencies`` of the configs a row's contenders chose (its "costmodel", "quick", "full", "default")."""
+    chosen = {w: row[w]["config"] for w in CONTENDERS if "config" in row.get(w, {})}
+    out = latencies(name, problem, dtype, chosen, rounds, l2_bytes)
+    log(f"latency_ms {json.dumps(out['latency_ms'])} graph_ms {json.dumps(out['graph_ms'])}")
+    return out
 
 
 # --- the figures ----------------------------------------------------------------------------------------------
@@ -182,11 +238,32 @@ def summarise(rows: list[dict]) -> dict:
     return {**out, "failed": [f"{r['kernel']} {canonical_json(r['problem'])}" for r in rows if path(r) is None]}
 
 
+def timing(r: dict) -> tuple[str, dict, dict]:
+    """(how, medians, rounds) of the latencies a row's ratios read: the graph replay's where each timed config has
+    one (rows from session 23 on), else do_bench's."""
+    if r.get("graph_ms") and set(r["graph_ms"]) == set(r["latency_ms"]):
+        return "graph", r["graph_ms"], r.get("graph_rounds_ms", {})
+    return "do_bench", r.get("latency_ms", {}), r.get("latency_rounds_ms", {})
+
+
+def ratio(r: dict, who: str) -> float | None:
+    """``who``'s latency over costmodel's in row ``r`` (>= 1: costmodel as fast or faster); exactly 1 where both
+    chose one config (one kernel: rows before session 23 timed it once per chooser, and read noise); None where
+    either latency is missing."""
+    _, ms, _ = timing(r)
+    if who not in ms or "costmodel" not in ms:
+        return None
+    configs = [r.get(w, {}).get("config") for w in (who, "costmodel")]
+    return 1.0 if None not in configs and canonical_json(configs[0]) == canonical_json(configs[1]) else \
+        ms[who] / ms["costmodel"]
+
+
 def _figures(rows: list[dict]) -> dict:
+    def name(r: dict) -> str:
+        return f"{r['kernel']} {canonical_json(r['problem'])} {r['dtype']}"
+
     def ratios(who: str) -> dict[str, float]:
-        return {f"{r['kernel']} {canonical_json(r['problem'])} {r['dtype']}":
-                r["latency_ms"][who] / r["latency_ms"]["costmodel"]
-                for r in rows if who in r["latency_ms"] and "costmodel" in r["latency_ms"]}
+        return {name(r): x for r in rows if (x := ratio(r, who)) is not None}
 
     def median(values: list[float]) -> float | None:
         return statistics.median(values) if values else None
@@ -195,9 +272,9 @@ def _figures(rows: list[dict]) -> dict:
     out: dict = {"problems": len(rows), "median_cold_wall_s": median(walls), "max_cold_wall_s": max(walls),
                  "median_quick_wall_s": median([r["quick"]["wall_s"] for r in rows if "wall_s" in r["quick"]])}
     # how steady the timing was: per problem and config, the median of |round / median of rounds - 1|
-    out["round_spread"] = {f"{r['kernel']} {canonical_json(r['problem'])} {r['dtype']}": {
-        who: median([abs(x / median(v) - 1) for x in v]) for who, v in r.get("latency_rounds_ms", {}).items() if v}
-        for r in rows}
+    out["timing"] = {name(r): timing(r)[0] for r in rows}
+    out["round_spread"] = {name(r): {who: median([abs(x / median(v) - 1) for x in v])
+                                     for who, v in timing(r)[2].items() if v} for r in rows}
     for who in ("quick", "full", "default"):
         per = list(ratios(who).values())
         out[f"vs_{who}"] = {"per_problem": ratios(who), "min": min(per, default=None),
@@ -213,24 +290,51 @@ def _figures(rows: list[dict]) -> dict:
     return out
 
 
+def read_rows(files: tuple[str, ...]) -> list[dict]:
+    try:
+        return [json.loads(line) for f in files for line in open(f) if line.strip()]
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"cannot read race rows: {e}") from None
+
+
+def retime(rows: list[dict], sink, rounds: int, l2_bytes: int) -> None:
+    """Each raced row again, its tunes' walls and picks kept, its configs timed anew (``timed_row``); the first
+    timing kept as ``first_timing``. Rows without a costmodel pick (a failed race) are skipped."""
+    for r in rows:
+        if "config" not in r.get("costmodel", {}):
+            log(f"skipped, no costmodel pick: {r['kernel']} {r['problem']}")
+            continue
+        log(f"{r['kernel']} {r['problem']} {r['dtype']}: timed again")
+        first = {k: r.pop(k) for k in TIMING_KEYS if k in r}
+        try:
+            r.update(timed_row(r["kernel"].removeprefix("helion:"), r["problem"], r["dtype"], r, rounds, l2_bytes))
+        except Exception as e:  # noqa: BLE001 - this row says so; the next row runs
+            r["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
+            log(f"failed: {r['error']}")
+        sink.write(json.dumps({**r, "retimed": time.strftime("%Y-%m-%d"), "first_timing": first}, default=str) + "\n")
+        sink.flush()
+
+
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all)")
 @click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each)")
 @click.option("--out", default="bench_helion.jsonl", help="rows are appended here, one JSON line per problem")
 # 15, not 6: in session 13's race one config of a ~14 us kernel read 13.3-17.9 us across 6 rounds, and a few whole
 # rounds read ~26 us (bench_helion-h200-2026-12-01-s13.jsonl); a round is 3 do_bench calls of ~0.1 s
-@click.option("--rounds", default=15, help="alternating do_bench rounds per problem")
+@click.option("--rounds", default=15, help="alternating timing rounds per problem")
 @click.option("--timeout", "timeout_s", default=900.0, help="seconds a tune may take before it is recorded as failed")
 @click.option("--list", "list_only", is_flag=True, help="print the problems by index and exit")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
+@click.option("--retime", "retime_files", multiple=True,
+              help="no tunes: time again the configs each race row of these files chose, rows to --out")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
 @click.option("--dtype", hidden=True)
-def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, kernel, problem, dtype) -> None:
+def main(only, full, out, rounds, timeout_s, list_only, summarise_files, retime_files, tune, kernel, problem,
+         dtype) -> None:
     if summarise_files:
-        rows = [json.loads(line) for f in summarise_files for line in open(f) if line.strip()]
-        print(json.dumps(summarise(rows)))
+        print(json.dumps(summarise(read_rows(summarise_files))))
         return
     if tune:
         print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype), default=str))
@@ -258,12 +362,14 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, tune, k
             helion_model.load(hw.gpu, hw.gpu)
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
+        if retime_files:
+            return retime(read_rows(retime_files), sink, rounds, hw.l2_bytes)
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),
                    "kernel": f"helion:{name}", "problem": prob, "dtype": dt, "index": problems.index((name, prob, dt))}
             try:
-                row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds))
+                row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds, hw.l2_bytes))
             except Exception as e:  # noqa: BLE001 - this problem's row says so; the next problem runs
                 row["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
                 log(f"failed: {row['error']}")

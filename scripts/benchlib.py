@@ -61,27 +61,39 @@ def host_us_per_call(fn: Callable[[], object], calls: int = 100, rounds: int = 5
 def graph_ms(fn: Callable[[], object], calls: int = 20, replays: int = 10) -> float:
     """GPU time per call with the host out of the way: ``calls`` calls captured in one CUDA graph, replayed
     ``replays`` times back to back (L2 warm, as in a captured model), median per call."""
+    return graph_timer([fn] * calls, replays)()
+
+
+def graph_timer(calls: list[Callable[[], object]], replays: int = 10) -> Callable[[], float]:
+    """A timer of ``calls`` captured once, in order, in one CUDA graph: each time it is called, the graph replayed
+    ``replays`` times back to back, median ms per call. No launch waits on the host (a Helion kernel's ~10 us of
+    Python per call exceeded the GPU time of its small problems: session 23's rounds of one 4.4 us softmax config
+    read 5.8-28 us under do_bench); calls over several input sets keep L2 from holding them all."""
     import torch
 
-    fn()
     stream = torch.cuda.Stream()
     stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(stream):
-        fn()  # warm on the capture stream
+        for fn in calls:
+            fn()  # warm on the capture stream
     torch.cuda.current_stream().wait_stream(stream)
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
-        for _ in range(calls):
+        for fn in calls:
             fn()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    per_call = []
-    for _ in range(replays):
-        start.record()
-        graph.replay()
-        end.record()
-        end.synchronize()
-        per_call.append(start.elapsed_time(end) / calls)
-    return statistics.median(per_call)
+
+    def time_it() -> float:
+        per_call = []
+        for _ in range(replays):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            per_call.append(start.elapsed_time(end) / len(calls))
+        return statistics.median(per_call)
+
+    return time_it
 
 
 def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:

@@ -236,6 +236,119 @@ def test_helion_race_round_spread_from_the_recorded_race(bench_helion):
             assert got[who] == pytest.approx(float(np.median(np.abs(v / np.median(v) - 1))))
 
 
+def test_helion_race_one_config_chosen_twice_is_one_kernel(bench_helion):
+    """Session 23's race at softmax 64x3072: costmodel, quick and the default chose one config, timed apart (rounds
+    of 5.8-28 us) and read 0.93 of each other; the figures give a shared config a ratio of 1, and a race times it
+    once (``same_configs``)."""
+    path = ROOT / "scripts/results/bench_helion-h200-2026-12-02-s23c.jsonl"
+    row = next(r for r in map(json.loads, path.read_text().splitlines()) if r["problem"] == {"M": 64, "N": 3072})
+    assert row["latency_ms"]["quick"] / row["latency_ms"]["costmodel"] < 0.95  # what the separate timings read
+    m = bench_helion.summarise([row])["model"]
+    assert list(m["vs_quick"]["per_problem"].values()) == [1.0] == list(m["vs_default"]["per_problem"].values())
+    other = {**row, "quick": {**row["quick"], "config": {**row["quick"]["config"], "num_warps": 4}}}
+    assert bench_helion.summarise([other])["model"]["vs_quick"]["min"] == pytest.approx(
+        row["latency_ms"]["quick"] / row["latency_ms"]["costmodel"])
+    chosen = {w: row[w]["config"] for w in ("costmodel", "quick", "default")} | {"full": other["quick"]["config"]}
+    assert bench_helion.same_configs(chosen) == {
+        canonical(row["costmodel"]["config"]): ["costmodel", "quick", "default"],
+        canonical(other["quick"]["config"]): ["full"]}
+
+
+def canonical(config: dict) -> str:
+    from costmodel.dataset import canonical_json
+
+    return canonical_json(config)
+
+
+def test_helion_race_figures_read_the_graph_replay_where_a_row_has_one(bench_helion):
+    """A row timed both ways is summarised from its graph replays (rounds and spread too); an older row, or one
+    where a config has no graph timing, from do_bench."""
+    path = ROOT / "scripts/results/bench_helion-h200-2026-12-02-s23b.jsonl"
+    row = next(r for r in map(json.loads, path.read_text().splitlines()) if r["kernel"] == "helion:attention")
+    graph = {w: v * (1.5 if w == "quick" else 1.0) for w, v in row["latency_ms"].items()}
+    rounds = {w: [v, v * 1.1, v * 0.9] for w, v in graph.items()}
+    both = {**row, "graph_ms": graph, "graph_rounds_ms": rounds}
+    m = bench_helion.summarise([both])["model"]
+    key = next(iter(m["timing"]))
+    assert m["timing"][key] == "graph"
+    assert m["vs_quick"]["min"] == pytest.approx(graph["quick"] / graph["costmodel"])
+    assert m["vs_quick"]["min"] == pytest.approx(1.5 * row["latency_ms"]["quick"] / row["latency_ms"]["costmodel"])
+    assert m["round_spread"][key]["quick"] == pytest.approx(0.1)
+    partial = {**both, "graph_ms": {w: v for w, v in graph.items() if w != "default"}}
+    m = bench_helion.summarise([partial])["model"]
+    assert m["timing"][key] == "do_bench" and m["vs_quick"]["min"] == pytest.approx(
+        row["latency_ms"]["quick"] / row["latency_ms"]["costmodel"])
+
+
+def test_helion_race_input_sets_fill_twice_the_l2(bench_helion):
+    import torch
+
+    l2 = 62914560  # the H200's (hardware.py)
+    small = (torch.empty(64, 3072, dtype=torch.float16),)  # 384 KiB: 320 sets are 2 x 60 MiB
+    assert bench_helion.input_sets(small, l2) == 320
+    big = (torch.empty(8192, 8192, dtype=torch.float16), 7, torch.empty(8192, dtype=torch.float16))
+    assert bench_helion.input_sets(big, l2) == 1
+    tiny = (torch.empty(4, dtype=torch.float16),)
+    assert bench_helion.input_sets(tiny, l2) == bench_helion.MAX_SETS
+
+
+def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, monkeypatch):
+    """--retime: each raced row's configs timed again (no tune), its walls and picks kept, the first timing under
+    ``first_timing``; a row without a costmodel pick is skipped, one whose timing fails says so."""
+    import io
+
+    path = ROOT / "scripts/results/bench_helion-h200-2026-12-02-s23b.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    seen = []
+
+    def timed_row(name, problem, dtype, row, rounds, l2_bytes):
+        seen.append((name, problem, {w: row[w]["config"] for w in ("costmodel", "quick", "default")}))
+        if name == "softmax" and problem["M"] == 64:
+            raise RuntimeError("capture failed")
+        return {"latency_ms": {"costmodel": 1.0}, "graph_ms": {"costmodel": 0.5}}
+
+    monkeypatch.setattr(bench_helion, "timed_row", timed_row)
+    sink = io.StringIO()
+    bench_helion.retime([*json.loads(json.dumps(rows)), {**rows[0], "costmodel": {"error": "timed out"}}], sink, 3,
+                        1 << 20)
+    out = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert len(out) == len(rows) and [s[0] for s in seen] == [r["kernel"].removeprefix("helion:") for r in rows]
+    for old, new, s in zip(rows, out, seen):
+        assert s[2] == {w: old[w]["config"] for w in ("costmodel", "quick", "default")}
+        assert new["costmodel"] == old["costmodel"] and new["quick"] == old["quick"]
+        assert new["first_timing"]["latency_ms"] == old["latency_ms"] and new["retimed"]
+        if "error" in new:
+            assert new["error"] == "RuntimeError: capture failed" and "latency_ms" not in new
+        else:
+            assert new["latency_ms"] == {"costmodel": 1.0} and new["graph_ms"] == {"costmodel": 0.5}
+    assert sum("error" in r for r in out) == 1
+
+
+@pytest.mark.gpu
+def test_helion_race_latencies_on_the_gpu(bench_helion):
+    """The race's timing of a small softmax on the GPU: the config three choosers share timed once (one figure for
+    all three), another config apart; both timed by do_bench and by a graph replay over enough input sets to fill
+    twice the L2, which reads no more than do_bench (do_bench's call waits on the host where Helion's host code
+    outlasts the L2 flush)."""
+    pytest.importorskip("helion")
+    from costmodel import hardware
+    from costmodel.helion import configs as hconfigs, families
+
+    fam, problem = families.get("softmax"), {"M": 64, "N": 3072}
+    bound, _ = fam.bind(problem, "float16", "cuda")
+    default = hconfigs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
+    other = {**default, "num_warps": 4 if default["num_warps"] != 4 else 8}
+    chosen = {"costmodel": default, "quick": default, "default": default, "full": other}
+    out = bench_helion.latencies("softmax", problem, "float16", chosen, 3, hardware.current().l2_bytes)
+    assert "run_errors" not in out, out.get("run_errors")
+    assert out["same_config"] == [["costmodel", "quick", "default"]] and out["input_sets"] > 100
+    for how in ("latency", "graph"):
+        ms, rounds = out[f"{how}_ms"], out[f"{how}_rounds_ms"]
+        assert set(ms) == set(chosen) and all(len(v) == 3 and min(v) > 0 for v in rounds.values())
+        assert ms["costmodel"] == ms["quick"] == ms["default"] and rounds["costmodel"] is rounds["quick"]
+    assert out["graph_ms"]["costmodel"] <= out["latency_ms"]["costmodel"] * 1.1, out
+
+
 # --- bench_tune.py (issue 16's race): the tune's pick raced against the sweep's fastest ---------------------------
 
 @pytest.fixture(scope="module")
