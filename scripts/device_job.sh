@@ -13,8 +13,8 @@
 # (DEADLINE: seconds after start by which everything, the data tarball included, must be written)
 # tune runs bench_tune.py until the deadline, or TUNE_TIMEOUT seconds; gap bench_matmul_gap.py (GAP_ARGS,
 # GAP_TIMEOUT); ncu, after gap, ncu_matmul.py on its rows (NCU_ARGS, NCU_TIMEOUT).
-# tests runs the whole GPU suite (`-m gpu` over tests/; TEST_ARGS adds pytest arguments, TESTS_TIMEOUT caps it,
-# default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
+# tests runs the whole GPU suite (`-m gpu` over tests/; TEST_ARGS adds pytest arguments, TEST_K a -k expression with
+# spaces, e.g. TEST_K="autotuner_fn or latencies"; TESTS_TIMEOUT caps it, default 420 s), its full output in $OUT/gpu_tests.txt and $OUT/gpu_tests.xml (JUnit).
 # Every step runs even when an earlier one failed; the job's exit status is the first failed step's (a pipeline's
 # status is its first failing command's: pipefail), 0 when every step passed.
 # The tune and helion_race steps need xgboost and Helion carried: bash ../shared/device/wheels.sh helion==1.4.0 filecheck==1.0.6
@@ -33,7 +33,7 @@ no_json() { grep -v '^{'; [ $? -le 1 ]; }  # drop JSON rows (grep finding no oth
 # printed nothing: session 11, call 5); KILL follows 15 s later
 step_tests() {
   COSTMODEL_TEST_GPU=1 timeout -s INT -k 15 $(at_most ${TESTS_TIMEOUT:-420} 30) python3 -m pytest -q -p no:cacheprovider \
-    -m gpu --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
+    -m gpu --junitxml=$OUT/gpu_tests.xml ${TEST_ARGS:-} ${TEST_K:+-k "$TEST_K"} tests/ 2>&1 | tee $OUT/gpu_tests.txt | tail -40
 }
 step_helion_pool() {  # issue 18: the Helion compile pool's GPU test (HPOOL_TIMEOUT), its compile processes' stacks
   # every HPOOL_STACKS_S seconds, all in $OUT/helion_pool.txt

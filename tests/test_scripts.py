@@ -80,6 +80,7 @@ def test_readme_lists_every_script():
 
 _STUB_PYTHON = """#!/bin/bash
 echo "python3 $*" >> "$OUT/calls"
+printf '%s\\n' "$@" >> "$OUT/args"
 case "$*" in
   *"-m pytest"*) echo "1 failed, 9 passed"; exit 1 ;;
   *) echo '{"row": 1}' ;;
@@ -108,6 +109,26 @@ def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_pat
     pytest_call = next(c for c in calls if "-m pytest" in c)
     assert pytest_call.endswith(" tests/") and " -m gpu " in pytest_call and " -k" not in pytest_call
     assert any("scripts/bench_tune.py" in c for c in calls)  # the step after the failed one ran
+
+
+def test_device_job_passes_a_test_k_expression_as_one_argument(tmp_path):
+    """TEST_K="a or b" reaches pytest as one -k argument (TEST_ARGS is split on spaces)."""
+    bin_, out = tmp_path / "bin", tmp_path / "out"
+    for d in (bin_, out, tmp_path / ".whl"):
+        d.mkdir()
+    (tmp_path / ".whl" / "stub.whl").touch()
+    (bin_ / "python3").write_text(_STUB_PYTHON)
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out),
+           "TEST_K": "autotuner_fn or latencies"}
+    env.pop("TEST_ARGS", None)
+    subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), "tests"], cwd=tmp_path, env=env, capture_output=True,
+                   text=True, timeout=60)
+    args = (out / "args").read_text().splitlines()
+    at = args.index("-k")
+    assert args[at + 1] == "autotuner_fn or latencies" and args[at + 2] == "tests/"
 
 
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
