@@ -22,7 +22,8 @@ that fill twice the L2 (``graph_ms``: the GPU's time, no launch waiting on Helio
 several is timed once. The figures (``--summarise``) read ``graph_ms`` where a row has it, ``latency_ms`` before.
 Each problem's row is appended to --out when done, so a call cut short keeps the problems it finished.
 
-    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --out retimed.jsonl   # no tunes: re-time picks
+    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl [--full 1] --out retimed.jsonl
+        # no tunes (but --full's): the picks timed again
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Callable
 
 import click
 import numpy as np
@@ -297,13 +299,20 @@ def read_rows(files: tuple[str, ...]) -> list[dict]:
         raise click.UsageError(f"cannot read race rows: {e}") from None
 
 
-def retime(rows: list[dict], sink, rounds: int, l2_bytes: int) -> None:
+def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
+           tune_full: Callable[[dict], dict] | None = None) -> None:
     """Each raced row again, its tunes' walls and picks kept, its configs timed anew (``timed_row``); the first
-    timing kept as ``first_timing``. Rows without a costmodel pick (a failed race) are skipped."""
+    timing kept as ``first_timing``. The first ``full`` rows without one first get Helion's full-effort tune
+    (``tune_full`` of the row: a cold process, as in the race), so its pick is timed with the others in one call.
+    Rows without a costmodel pick (a failed race) are skipped."""
     for r in rows:
         if "config" not in r.get("costmodel", {}):
             log(f"skipped, no costmodel pick: {r['kernel']} {r['problem']}")
             continue
+        if full > 0 and "full" not in r and tune_full is not None:
+            full -= 1
+            r["full"] = tune_full(r)
+            log("full: " + json.dumps({k: v for k, v in r["full"].items() if k != "config"})[:600])
         log(f"{r['kernel']} {r['problem']} {r['dtype']}: timed again")
         first = {k: r.pop(k) for k in TIMING_KEYS if k in r}
         try:
@@ -317,7 +326,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int) -> None:
 
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all)")
-@click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each)")
+@click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each; "
+              "with --retime, on the first N rows without it)")
 @click.option("--out", default="bench_helion.jsonl", help="rows are appended here, one JSON line per problem")
 # 15, not 6: in session 13's race one config of a ~14 us kernel read 13.3-17.9 us across 6 rounds, and a few whole
 # rounds read ~26 us (bench_helion-h200-2026-12-01-s13.jsonl); a round is 3 do_bench calls of ~0.1 s
@@ -363,7 +373,12 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, retime_
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         if retime_files:
-            return retime(read_rows(retime_files), sink, rounds, hw.l2_bytes)
+            def tune_full(r: dict) -> dict:
+                name = r["kernel"].removeprefix("helion:")
+                return tune_in_new_process("full", name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
+                                           timeout_s)
+
+            return retime(read_rows(retime_files), sink, rounds, hw.l2_bytes, full, tune_full)
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),

@@ -324,6 +324,8 @@ def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, m
 
     def timed_row(name, problem, dtype, row, rounds, l2_bytes):
         seen.append((name, problem, {w: row[w]["config"] for w in ("costmodel", "quick", "default")}))
+        if "full" in row:
+            assert row["full"]["config"]["num_warps"] == 2  # the full tune's pick is among those timed
         if name == "softmax" and problem["M"] == 64:
             raise RuntimeError("capture failed")
         return {"latency_ms": {"costmodel": 1.0}, "graph_ms": {"costmodel": 0.5}}
@@ -343,6 +345,19 @@ def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, m
         else:
             assert new["latency_ms"] == {"costmodel": 1.0} and new["graph_ms"] == {"costmodel": 0.5}
     assert sum("error" in r for r in out) == 1
+    assert all("full" not in r for r in out)  # no full tune asked for
+    # --full 2: the first two rows get Helion's full-effort tune first, and its pick is timed with the others
+    fulls, seen[:] = [], []
+
+    def tune_full(r):
+        fulls.append(r["problem"])
+        return {"wall_s": 400.0, "config": {**r["quick"]["config"], "num_warps": 2}}
+
+    sink = io.StringIO()
+    bench_helion.retime(json.loads(json.dumps(rows)), sink, 3, 1 << 20, full=2, tune_full=tune_full)
+    out = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert fulls == [r["problem"] for r in rows[:2]]
+    assert [r.get("full", {}).get("wall_s") for r in out] == [400.0, 400.0, *[None] * (len(rows) - 2)]
 
 
 @pytest.mark.gpu
