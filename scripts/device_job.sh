@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 #   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
+#   HRETIME_ARGS="--retime scripts/results/ROWS.jsonl [--full 2]" bash scripts/device_job.sh helion_retime   (raced rows'
+#   picks timed again, no tunes but --full's; rows in $OUT/bench_helion_retimed.jsonl)
 #   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap.jsonl; \
 #   GAP_ARGS="--no-sweep --previous /tmp/gap.jsonl --tune-k 8" bash scripts/device_job.sh gap   (issue 17's shapes in
 #   one call: each one's latest whole-space best against torch.matmul, a cold tune raced against it)
@@ -85,6 +87,14 @@ step_helion_race() {  # issue 18: bench_helion.py (HRACE_ARGS, HRACE_TIMEOUT), r
     ${HRACE_ARGS:-} 2>&1 | tail -80
   rc=$?
   python3 scripts/bench_helion.py --summarise $OUT/bench_helion.jsonl 2>&1 | tail -c 4000
+  return $rc
+}
+step_helion_retime() {  # issue 18: bench_helion.py --retime (HRETIME_ARGS, HRETIME_TIMEOUT)
+  local rc
+  timeout $(at_most ${HRETIME_TIMEOUT:-100000} 15) python3 scripts/bench_helion.py \
+    --out $OUT/bench_helion_retimed.jsonl ${HRETIME_ARGS:-} 2>&1 | tail -60
+  rc=$?
+  python3 scripts/bench_helion.py --summarise $OUT/bench_helion_retimed.jsonl 2>&1 | tail -c 3000
   return $rc
 }
 step_gap() {

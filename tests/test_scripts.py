@@ -131,6 +131,27 @@ def test_device_job_passes_a_test_k_expression_as_one_argument(tmp_path):
     assert args[at + 1] == "autotuner_fn or latencies" and args[at + 2] == "tests/"
 
 
+def test_device_job_retimes_raced_rows_then_summarises_them(tmp_path):
+    """The helion_retime step: bench_helion.py --retime with HRETIME_ARGS into its own rows file, then their figures."""
+    bin_, out = tmp_path / "bin", tmp_path / "out"
+    for d in (bin_, out, tmp_path / ".whl"):
+        d.mkdir()
+    (tmp_path / ".whl" / "stub.whl").touch()
+    (bin_ / "python3").write_text(_STUB_PYTHON)
+    (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
+    for f in bin_.iterdir():
+        f.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out),
+           "HRETIME_ARGS": "--retime rows.jsonl --full 2"}
+    proc = subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), "helion_retime"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c]
+    rows = f"{out}/bench_helion_retimed.jsonl"
+    assert calls == [f"python3 scripts/bench_helion.py --out {rows} --retime rows.jsonl --full 2",
+                     f"python3 scripts/bench_helion.py --summarise {rows}"]
+
+
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
 
 def _script_module(name: str):
