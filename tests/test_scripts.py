@@ -88,9 +88,9 @@ esac
 """
 
 
-def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_path):
-    """On stand-ins for the GPU host's python3 and nvidia-smi: pytest failing makes the job fail, the later
-    steps still run, and the tests step runs every gpu-marked test under tests/, unfiltered."""
+def _device_job(tmp_path, steps: str, **env_vars: str) -> tuple[subprocess.CompletedProcess, Path]:
+    """device_job.sh run with ``steps`` on stand-ins for the GPU host's python3 and nvidia-smi (``_STUB_PYTHON``),
+    ``env_vars`` set and TEST_ARGS unset: (the process, its $OUT)."""
     bin_, out = tmp_path / "bin", tmp_path / "out"
     for d in (bin_, out, tmp_path / ".whl"):
         d.mkdir()
@@ -99,10 +99,17 @@ def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_pat
     (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
     for f in bin_.iterdir():
         f.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out)}
+    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out), **env_vars}
     env.pop("TEST_ARGS", None)
-    proc = subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), "tests tune"], cwd=tmp_path, env=env,
+    proc = subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), steps], cwd=tmp_path, env=env,
                           capture_output=True, text=True, timeout=60)
+    return proc, out
+
+
+def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_path):
+    """Pytest failing makes the job fail, the later steps still run, and the tests step runs every gpu-marked test
+    under tests/, unfiltered."""
+    proc, out = _device_job(tmp_path, "tests tune")
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "tests FAILED (exit 1)" in proc.stdout and "failed: tests" in proc.stdout
     calls = (out / "calls").read_text().splitlines()
@@ -113,19 +120,7 @@ def test_device_job_fails_when_a_step_fails_and_runs_the_whole_gpu_suite(tmp_pat
 
 def test_device_job_passes_a_test_k_expression_as_one_argument(tmp_path):
     """TEST_K="a or b" reaches pytest as one -k argument (TEST_ARGS is split on spaces)."""
-    bin_, out = tmp_path / "bin", tmp_path / "out"
-    for d in (bin_, out, tmp_path / ".whl"):
-        d.mkdir()
-    (tmp_path / ".whl" / "stub.whl").touch()
-    (bin_ / "python3").write_text(_STUB_PYTHON)
-    (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
-    for f in bin_.iterdir():
-        f.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out),
-           "TEST_K": "autotuner_fn or latencies"}
-    env.pop("TEST_ARGS", None)
-    subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), "tests"], cwd=tmp_path, env=env, capture_output=True,
-                   text=True, timeout=60)
+    _, out = _device_job(tmp_path, "tests", TEST_K="autotuner_fn or latencies")
     args = (out / "args").read_text().splitlines()
     at = args.index("-k")
     assert args[at + 1] == "autotuner_fn or latencies" and args[at + 2] == "tests/"
@@ -133,18 +128,7 @@ def test_device_job_passes_a_test_k_expression_as_one_argument(tmp_path):
 
 def test_device_job_retimes_raced_rows_then_summarises_them(tmp_path):
     """The helion_retime step: bench_helion.py --retime with HRETIME_ARGS into its own rows file, then their figures."""
-    bin_, out = tmp_path / "bin", tmp_path / "out"
-    for d in (bin_, out, tmp_path / ".whl"):
-        d.mkdir()
-    (tmp_path / ".whl" / "stub.whl").touch()
-    (bin_ / "python3").write_text(_STUB_PYTHON)
-    (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
-    for f in bin_.iterdir():
-        f.chmod(0o755)
-    env = {**os.environ, "PATH": f"{bin_}:{os.environ['PATH']}", "OUT": str(out),
-           "HRETIME_ARGS": "--retime rows.jsonl --full 2"}
-    proc = subprocess.run(["bash", str(SCRIPTS / "device_job.sh"), "helion_retime"], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=60)
+    proc, out = _device_job(tmp_path, "helion_retime", HRETIME_ARGS="--retime rows.jsonl --full 2")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     calls = [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c]
     rows = f"{out}/bench_helion_retimed.jsonl"
