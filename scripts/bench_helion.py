@@ -325,7 +325,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 
 
 @click.command()
-@click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all)")
+@click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all); with "
+              "--retime, the rows of those problems")
 @click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each; "
               "with --retime, on the first N rows without it)")
 @click.option("--out", default="bench_helion.jsonl", help="rows are appended here, one JSON line per problem")
@@ -359,6 +360,10 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, retime_
         for i, p in enumerate(problems):
             print(i, *p)
         return
+    wanted = {problems.index(c) for c in chosen}
+    to_retime = [r for r in read_rows(retime_files) if r.get("index") in wanted] if retime_files else []
+    if retime_files and not to_retime:
+        raise click.UsageError(f"no raced row of problems {sorted(wanted)} in {', '.join(retime_files)}")
     from costmodel import hardware
     from costmodel.helion import helion_version, model as helion_model
 
@@ -378,7 +383,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, retime_
                 return tune_in_new_process("full", name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
                                            timeout_s)
 
-            return retime(read_rows(retime_files), sink, rounds, hw.l2_bytes, full, tune_full)
+            return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_full)
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),

@@ -365,6 +365,28 @@ def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, m
     assert [r.get("full", {}).get("wall_s") for r in out] == [400.0, 400.0, *[None] * (len(rows) - 2)]
 
 
+def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helion, monkeypatch, tmp_path):
+    """--retime FILE --only I,J re-times only those problems' rows (by their race index); none of them: exit 2."""
+    import types
+
+    from click.testing import CliRunner
+
+    from costmodel import hardware
+
+    files = [str(ROOT / f"scripts/results/bench_helion-h200-2026-12-02-s23{s}.jsonl") for s in "bc"]
+    got = []
+    monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, *a: got.append(([r["index"] for r in rows], a[3])))
+    args = ["--retime", files[0], "--retime", files[1], "--out", str(tmp_path / "r.jsonl")]
+    r = CliRunner().invoke(bench_helion.main, [*args, "--only", "3,14", "--full", "1"])
+    assert r.exit_code == 0, r.output
+    assert got == [([3, 14], 1)]
+    r = CliRunner().invoke(bench_helion.main, args)
+    assert r.exit_code == 0 and got[-1] == ([12, 4, 3, 5, 14], 0)
+    r = CliRunner().invoke(bench_helion.main, [*args, "--only", "0"])
+    assert r.exit_code == 2 and "no raced row of problems [0]" in r.output
+
+
 @pytest.mark.gpu
 def test_helion_race_latencies_on_the_gpu(bench_helion):
     """The race's timing of a small softmax on the GPU: the config three choosers share timed once (one figure for
