@@ -143,8 +143,8 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
 
 def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rounds: int, l2_bytes: int) -> dict:
     """Each distinct chosen config (``same_configs``) run once and checked against the reference, then those within
-    tolerance timed in ``rounds`` alternating rounds two ways: do_bench (median; L2 flushed, the host's launch
-    counted where it outlasts the flush) and a CUDA-graph replay over ``input_sets`` (``benchlib.graph_timer``: the
+    tolerance timed in ``rounds`` alternating rounds two ways: do_bench (median, L2 flushed; where the host's launch
+    outlasts the flush, likely counted too) and a CUDA-graph replay over ``input_sets`` (``benchlib.graph_timer``: the
     kernel's GPU time, the host out of the way). Per chooser: the medians of its config's rounds, the rounds, the
     relative error; a config two choosers share is one kernel, so both get the same figures."""
     import helion

@@ -66,9 +66,9 @@ def graph_ms(fn: Callable[[], object], calls: int = 20, replays: int = 10) -> fl
 
 def graph_timer(calls: list[Callable[[], object]], replays: int = 10) -> Callable[[], float]:
     """A timer of ``calls`` captured once, in order, in one CUDA graph: each time it is called, the graph replayed
-    ``replays`` times back to back, median ms per call. No launch waits on the host (a Helion kernel's ~10 us of
-    Python per call exceeded the GPU time of its small problems: session 23's rounds of one 4.4 us softmax config
-    read 5.8-28 us under do_bench); calls over several input sets keep L2 from holding them all."""
+    ``replays`` times back to back, median ms per call. No launch waits on the host (session 23: do_bench's rounds
+    of one softmax config that Helion's final timing read at 4.4 us ran 5.6-28 us; a launch waiting on Helion's host
+    code is the likely cause, not profiled); calls over several input sets keep L2 from holding them all."""
     import torch
 
     stream = torch.cuda.Stream()
