@@ -53,6 +53,7 @@ def replay(order: np.ndarray, ran: np.ndarray, gains: np.ndarray, k: int) -> dic
 @click.option("--out", default=None, help="write the JSON here too")
 def main(k: int, thresholds: str, seed: int, out: str | None) -> None:
     import pyarrow as pa
+    import xgboost as xgb
 
     cuts = [float(t) for t in thresholds.split(",")]
     table, _ = helion_model.training_table(ROOT / "data")
@@ -68,8 +69,6 @@ def main(k: int, thresholds: str, seed: int, out: str | None) -> None:
         ranker, _ = model.fit(table.filter(pa.array(~held)), params, helion_model.FEATURES)
         train_cls = ~held & ~twin
         clf = classifier(x[train_cls], ran[train_cls], seed)
-        import xgboost as xgb
-
         score, p_run = ranker.inplace_predict(x[held]), clf.predict(xgb.DMatrix(x[held]))
         rows = np.flatnonzero(held)
         auc.append(_auc(p_run, ran[rows]))
