@@ -1,7 +1,7 @@
 """Issue 18: would a learnt "does it run" filter cut the Helion tuner's failed compiles (CPU)?
 
 The race's attention tunes timed 11-15 configs of which 3-8 did not run (Triton's layout pass fails on many
-wgmma-sized query tiles), and their compiles took most of a 23-59 s wall (bench_helion-h200-2026-12-02-s23*).
+wgmma-sized query tiles); their measure phase took 17.5-52.0 s of 19.5-54.9 s (bench_helion-h200-2026-12-02-s23*).
 Over held-out shapes (``helion_model.shape_folds``, 3 folds): per fold the ranker (the shipped recipe, twin rows
 too) and a classifier (XGBoost ``binary:logistic`` on the same features, Helion rows only: did the config run) are
 fitted on the other folds; per held-out group, the tuner's policy is replayed on the recorded rows (top k, then
