@@ -187,6 +187,55 @@ def structures(x: np.ndarray) -> list[list[int]]:
 PARAMS = dataclasses.replace(model.FAST, n_estimators=50, valid_fraction=0.0, num_parallel_tree=5)
 
 
+# --- does a config run? ----------------------------------------------------------------------------------------
+# Beside the ranker, a classifier of whether a config runs at all (compiles, launches, passes the check): its label
+# 0 ranks a failure like a slow config, so a top k can hold several that fail, each a wasted compile (the race's
+# attention tunes: 3-8 of their 11-15 timed configs gave no time; bench_helion-h200-2026-12-02-s23*). Trained on the
+# Helion rows only (a twin's failures are the Triton kernel's). The tuner drops candidates below RUN_FLOOR: over
+# held-out shapes (scripts/experiments/helion_validity.py, seeds 0-2, helion_validity-cpu-2026-12-02-s23.jsonl),
+# at 0.1 attention's configs timed that did not run fell from 84-88 to 38-41 and no kernel's top-k score moved; at
+# 0.2 matmul's fell at two seeds of three.
+RUNS_FILE = "runs.ubj"
+RUN_FLOOR = 0.1
+RUN_ROUNDS = 100
+RUN_PARAMS = {"objective": "binary:logistic", "max_depth": 6, "learning_rate": PARAMS.learning_rate,
+              "subsample": PARAMS.subsample, "colsample_bytree": PARAMS.colsample_bytree}
+
+
+def fit_runs(table: pa.Table, seed: int = 0):
+    """The classifier of whether a config ran, on ``table``'s Helion rows (twin rows left out)."""
+    import xgboost as xgb
+
+    helion = table.filter(pa.array(~is_twin(table)))
+    ran = np.asarray(pc.fill_null(pc.equal(helion["status"], "ok"), False), dtype=np.float32)
+    return xgb.train({**RUN_PARAMS, "seed": seed, "nthread": 2}, xgb.DMatrix(table_matrix(helion), label=ran),
+                     num_boost_round=RUN_ROUNDS)
+
+
+def save_runs(where: str | Path, booster) -> Path:
+    path = Path(where) / RUNS_FILE
+    model._write_atomic(path, bytes(booster.save_raw("ubj")))
+    return path
+
+
+_RUNS: dict[str, object] = {}
+
+
+def p_run(cm: model.CostModel, kernel: str, problem: dict, dtype: str, config_jsons: Sequence[str],
+          shape: dict | None = None) -> np.ndarray | None:
+    """Per config, the probability that it runs, from the classifier shipped beside ``cm``; None where it has
+    none (a model trained before it)."""
+    import xgboost as xgb
+
+    path = None if cm.path is None else Path(cm.path) / RUNS_FILE
+    if path is None or not path.is_file():
+        return None
+    if str(path) not in _RUNS:
+        _RUNS[str(path)] = xgb.Booster(model_file=str(path))
+    n = len(config_jsons)
+    return _RUNS[str(path)].inplace_predict(matrix([kernel] * n, [problem] * n, [dtype] * n, config_jsons, shape))
+
+
 def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = PARAMS,
           evaluate: bool = True) -> tuple[object, dict]:
     """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
