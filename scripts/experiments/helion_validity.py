@@ -50,8 +50,9 @@ def replay(order: np.ndarray, ran: np.ndarray, gains: np.ndarray, k: int) -> dic
 @click.option("--k", default=8, show_default=True)
 @click.option("--thresholds", default="0.2,0.5", show_default=True, help="P(run) below which a config is dropped")
 @click.option("--seed", default=0, show_default=True)
+@click.option("--twin-labels", is_flag=True, help="the classifier learns from the twins' rows too (their Triton runs)")
 @click.option("--out", default=None, help="write the JSON here too")
-def main(k: int, thresholds: str, seed: int, out: str | None) -> None:
+def main(k: int, thresholds: str, seed: int, twin_labels: bool, out: str | None) -> None:
     import pyarrow as pa
     import xgboost as xgb
 
@@ -67,7 +68,7 @@ def main(k: int, thresholds: str, seed: int, out: str | None) -> None:
     for f in range(3):
         held = (fold == f) & ~twin
         ranker, _ = model.fit(table.filter(pa.array(~held)), params, helion_model.FEATURES)
-        train_cls = ~held & ~twin
+        train_cls = ~held if twin_labels else ~held & ~twin
         clf = classifier(x[train_cls], ran[train_cls], seed)
         score, p_run = ranker.inplace_predict(x[held]), clf.predict(xgb.DMatrix(x[held]))
         rows = np.flatnonzero(held)
@@ -82,7 +83,7 @@ def main(k: int, thresholds: str, seed: int, out: str | None) -> None:
                 order = np.flatnonzero(keep)[np.argsort(-s[keep], kind="stable")]
                 g[name] = replay(order, ran[idx], gains[idx], k)
             groups.append(g)
-    result = {"k": k, "refill": REFILL, "seed": seed, "held_out_auc_by_fold": auc, "per_kernel": {}, "groups": groups}
+    result = {"k": k, "refill": REFILL, "seed": seed, "twin_labels": twin_labels, "held_out_auc_by_fold": auc, "per_kernel": {}, "groups": groups}
     for kern in sorted({g["kernel"] for g in groups}):
         mine = [g for g in groups if g["kernel"] == kern]
         result["per_kernel"][kern] = {"groups": len(mine), **{name: {
