@@ -14,7 +14,9 @@ whichever of the two searches wrote it.
 Our search (``CostModelSearch.autotune``): the candidates (``families.candidates`` of the bound kernel: Helion's
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
-``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
+``families.twin_candidates``), ranked by the model, less those that the classifier shipped beside it gives less than
+``helion_model.RUN_FLOOR`` chance to run (``runnable``: never fewer than k left), the top ``k`` and Helion's default
+timed in one batch through a
 ``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
 which cost every cold tune 15-20 s). Where some of the top k did not compile, run or pass the check, ``refill``
