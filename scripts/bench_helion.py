@@ -4,6 +4,7 @@ from the data. Usage on a GPU host (Helion 1.4.0 carried, see device_job.sh's he
     PYTHONPATH=. python3 scripts/bench_helion.py [--only 0,3] [--full 1] [--out bench_helion.jsonl]
     python3 scripts/bench_helion.py --summarise a.jsonl [--summarise b.jsonl]   # the acceptance figures, one JSON
     python3 scripts/bench_helion.py --list                                      # the problems, by index
+    python3 scripts/bench_helion.py --still-valid a.jsonl    # rows the tuner shipped now would tune the same way
 
 Problems: costmodel/benchmarks.py's HELION_RACE, three of each Helion kernel with a Triton twin, named there under
 the twin's name so that no collection draws them (they were the first three each family drew with seed 18 that
@@ -292,6 +293,28 @@ def _figures(rows: list[dict]) -> dict:
     return out
 
 
+def still_valid(rows: list[dict], cm) -> list[dict]:
+    """Per race row, whether the tuner shipped now would have timed the same configs, so that the row still
+    measures it: the same ranker (its data hash) and none of the configs the row's tune timed below the runs
+    classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed configs
+    is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
+    from costmodel.helion import model as helion_model
+
+    out = []
+    for r in rows:
+        c = r.get("costmodel", {})
+        timed = [t["config"] for t in c.get("search", {}).get("timed", [])]
+        p = helion_model.p_run(cm, r["kernel"], r["problem"], r["dtype"], [hconfigs.config_json(t) for t in timed])
+        dropped = 0 if p is None else int((p < helion_model.RUN_FLOOR).sum())
+        same_ranker = c.get("model_data_hash") == cm.meta.get("data", {}).get("hash")
+        ran = [t["ms"] is not None for t in c.get("search", {}).get("timed", [])]
+        out.append({"kernel": r["kernel"], "problem": r["problem"], "dtype": r["dtype"], "same_ranker": same_ranker,
+                    "timed": len(timed), "timed_now_dropped": dropped,
+                    "valid": bool(timed) and same_ranker and dropped == 0,
+                    "p_run_of_timed": None if p is None else [[round(float(q), 3), ok] for q, ok in zip(p, ran)]})
+    return out
+
+
 def read_rows(files: tuple[str, ...]) -> list[dict]:
     try:
         return [json.loads(line) for f in files for line in open(f) if line.strip()]
@@ -336,16 +359,24 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 @click.option("--timeout", "timeout_s", default=900.0, help="seconds a tune may take before it is recorded as failed")
 @click.option("--list", "list_only", is_flag=True, help="print the problems by index and exit")
 @click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
+@click.option("--still-valid", "valid_files", multiple=True,
+              help="which race rows of these files the tuner shipped now would tune the same way, and exit")
 @click.option("--retime", "retime_files", multiple=True,
               help="no tunes: time again the configs each race row of these files chose, rows to --out")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
 @click.option("--dtype", hidden=True)
-def main(only, full, out, rounds, timeout_s, list_only, summarise_files, retime_files, tune, kernel, problem,
-         dtype) -> None:
+def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, tune, kernel,
+         problem, dtype) -> None:
     if summarise_files:
         print(json.dumps(summarise(read_rows(summarise_files))))
+        return
+    if valid_files:
+        from costmodel.helion import model as helion_model
+
+        for line in still_valid(read_rows(valid_files), helion_model.load("nvidia-h200")):
+            print(json.dumps(line))
         return
     if tune:
         print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype), default=str))

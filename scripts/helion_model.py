@@ -52,7 +52,10 @@ def run(args) -> dict:
         meta["metrics"]["held_out_shapes"] = {k: v for k, v in out["held_out_shapes"].items() if k != "per_group"}
         meta["metrics"]["held_out_together"] = [{k: v for k, v in res.items() if k != "per_group"}
                                                 for res in out["held_out_together"]]
+        meta["runs"] = {"file": helion_model.RUNS_FILE, "floor": helion_model.RUN_FLOOR,
+                        "rounds": helion_model.RUN_ROUNDS}
         out["model"] = str(model.save(where, booster, meta))
+        out["runs"] = str(helion_model.save_runs(where, helion_model.fit_runs(table, args.seed)))
     return out
 
 

@@ -387,6 +387,34 @@ def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helio
     assert r.exit_code == 2 and "no raced row of problems [0]" in r.output
 
 
+def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion, tmp_path):
+    """--still-valid on session 23's race rows with the shipped Helion model: the softmax rows (every timed config
+    likely to run) would be tuned alike; attention 3x16x3681 would not, and each timed config the filter would now
+    drop is one that gave no time on the H200. A row of another ranker is never valid; without a runs classifier
+    every row of the same ranker is."""
+    import shutil
+
+    from costmodel.helion import model as helion_model
+
+    rows = [json.loads(line) for s in "abc"
+            for line in (ROOT / f"scripts/results/bench_helion-h200-2026-12-02-s23{s}.jsonl").read_text().splitlines()]
+    cm = helion_model.load("nvidia-h200")
+    out = bench_helion.still_valid(rows, cm)
+    for r, o in zip(rows, out):
+        if r["kernel"] == "helion:softmax":
+            assert o["valid"] and o["timed_now_dropped"] == 0 and o["timed"] == 8
+        for (q, ran), t in zip(o["p_run_of_timed"], r["costmodel"]["search"]["timed"]):
+            assert ran == (t["ms"] is not None)
+            assert not (q < helion_model.RUN_FLOOR and ran), (r["problem"], q)  # nothing that ran is dropped
+    wide = next(o for o in out if o["problem"] == {"B": 3, "H": 16, "S": 3681, "D": 128, "CAUSAL": 0})
+    assert not wide["valid"] and wide["timed_now_dropped"] >= 1
+    other = {**rows[2], "costmodel": {**rows[2]["costmodel"], "model_data_hash": "0" * 16}}
+    assert bench_helion.still_valid([other], cm)[0]["valid"] is False
+    bare = tmp_path / "helion"
+    shutil.copytree(cm.path, bare, ignore=shutil.ignore_patterns(helion_model.RUNS_FILE))
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, helion_model.load(bare, "nvidia-h200")))
+
+
 @pytest.mark.gpu
 def test_helion_race_latencies_on_the_gpu(bench_helion):
     """The race's timing of a small softmax on the GPU: the config three choosers share timed once (one figure for

@@ -14,7 +14,9 @@ whichever of the two searches wrote it.
 Our search (``CostModelSearch.autotune``): the candidates (``families.candidates`` of the bound kernel: Helion's
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
-``families.twin_candidates``), ranked by the model, the top ``k`` and Helion's default timed in one batch through a
+``families.twin_candidates``), ranked by the model, less those that the classifier shipped beside it gives less than
+``helion_model.RUN_FLOOR`` chance to run (``runnable``: never fewer than k left), the top ``k`` and Helion's default
+timed in one batch through a
 ``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
 which cost every cold tune 15-20 s). Where some of the top k did not compile, run or pass the check, ``refill``
@@ -231,6 +233,18 @@ def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]
     return [cands[i] for i in np.argsort(-np.asarray(scores, dtype=np.float64), kind="stable")]
 
 
+def runnable(cm: model.CostModel, call: "Call", ranked: list[dict], k: int) -> list[dict]:
+    """``ranked`` less the configs that the classifier shipped beside the model gives a chance to run under
+    ``helion_model.RUN_FLOOR``, in their order; all of them where the model has no classifier or fewer than ``k``
+    would be left."""
+    p = helion_model.p_run(cm, call.kernel, call.problem, call.dtype, [hconfigs.config_json(c) for c in ranked],
+                           call.shape)
+    if p is None:
+        return ranked
+    kept = [c for c, q in zip(ranked, p) if q >= helion_model.RUN_FLOOR]
+    return kept if len(kept) >= k else ranked
+
+
 def alternate(ranked: list[list[dict]]) -> list[dict]:
     """The lists' configs taken in turn, first of each, then second of each, ...; a config already taken is
     skipped."""
@@ -312,6 +326,7 @@ class CostModelAutotuner:
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
         self.last: dict = {}  # what the last search did: candidates, the batch, the verification, the best, times
+        self.dropped = 0  # candidates the last ranking left out as unlikely to run (``runnable``)
 
     # --- Helion's hook -------------------------------------------------------------------------------------
 
@@ -380,7 +395,9 @@ class CostModelAutotuner:
             if call.shape is None:
                 pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype, cm.hardware))
         ranked = [by_score(cm, call, [hconfigs.normalise(c, counts) for c in pool]) for pool in pools if pool]
-        return alternate(ranked), hconfigs.normalise(spec.default_config(), counts)
+        kept = [runnable(cm, call, r, self.k) for r in ranked]
+        self.dropped = sum(len(r) - len(c) for r, c in zip(ranked, kept))
+        return alternate(kept), hconfigs.normalise(spec.default_config(), counts)
 
     def helion_search(self, bound, args, cm, **kwargs):
         """Helion's own search, wrapped in its cache as ``default_autotuner_fn`` builds it, with the model's top
@@ -464,7 +481,8 @@ class CostModelSearch:
         default_ms = batch_ms[hconfigs.config_json(default)]
         t_end = time.perf_counter()
         tuner.last = {
-            "candidates": len(ranked), "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
+            "candidates": len(ranked), "dropped": tuner.dropped,
+            "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
             "refilled": len(more), "default_ms": default_ms, "tolerance": tuner.tolerance,
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],

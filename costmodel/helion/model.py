@@ -187,6 +187,56 @@ def structures(x: np.ndarray) -> list[list[int]]:
 PARAMS = dataclasses.replace(model.FAST, n_estimators=50, valid_fraction=0.0, num_parallel_tree=5)
 
 
+# --- does a config run? ----------------------------------------------------------------------------------------
+# Beside the ranker, a classifier of whether a config runs at all (compiles, launches, passes the check): its label
+# 0 ranks a failure like a slow config, so a top k can hold several that fail, each a wasted compile (the race's
+# attention tunes: 3-8 of their 11-15 timed configs gave no time; bench_helion-h200-2026-12-02-s23*). It learns from
+# the twins' rows too (their configs as the Triton kernel ran them): on Helion rows alone it took attention's failing
+# large tiles for a risk in matmul too, whose fastest configs they are. The tuner drops candidates below RUN_FLOOR.
+# Over held-out shapes (scripts/experiments/helion_validity.py, seeds 0-2): with the twins' rows, at 0.2 no kernel's
+# top-k score moved and attention's configs timed that did not run fell from 84-88 to 20-24 (at 0.5 attention's
+# score fell to 0.934; helion_validity-twins-cpu-2026-12-02-s23.jsonl); on Helion rows alone, at 0.2 matmul's fell
+# to 0.854 and 0.736 at two seeds (helion_validity-cpu-2026-12-02-s23.jsonl).
+RUNS_FILE = "runs.ubj"
+RUN_FLOOR = 0.2
+RUN_ROUNDS = 100
+RUN_PARAMS = {"objective": "binary:logistic", "max_depth": 6, "learning_rate": PARAMS.learning_rate,
+              "subsample": PARAMS.subsample, "colsample_bytree": PARAMS.colsample_bytree}
+
+
+def fit_runs(table: pa.Table, seed: int = 0):
+    """The classifier of whether a config ran, on ``table``'s rows (the twins' with the Helion kernels')."""
+    import xgboost as xgb
+
+    ran = np.asarray(pc.fill_null(pc.equal(table["status"], "ok"), False), dtype=np.float32)
+    return xgb.train({**RUN_PARAMS, "seed": seed, "nthread": 2}, xgb.DMatrix(table_matrix(table), label=ran),
+                     num_boost_round=RUN_ROUNDS)
+
+
+def save_runs(where: str | Path, booster) -> Path:
+    path = Path(where) / RUNS_FILE
+    model._write_atomic(path, bytes(booster.save_raw("ubj")))
+    return path
+
+
+_RUNS: dict[str, object] = {}
+
+
+def p_run(cm: model.CostModel, kernel: str, problem: dict, dtype: str, config_jsons: Sequence[str],
+          shape: dict | None = None) -> np.ndarray | None:
+    """Per config, the probability that it runs, from the classifier shipped beside ``cm``; None where it has
+    none (a model trained before it)."""
+    import xgboost as xgb
+
+    path = None if cm.path is None else Path(cm.path) / RUNS_FILE
+    if path is None or not path.is_file():
+        return None
+    if str(path) not in _RUNS:
+        _RUNS[str(path)] = xgb.Booster(model_file=str(path))
+    n = len(config_jsons)
+    return _RUNS[str(path)].inplace_predict(matrix([kernel] * n, [problem] * n, [dtype] * n, config_jsons, shape))
+
+
 def train(table: pa.Table, gpu: str, hw: dict, params: model.TrainParams = PARAMS,
           evaluate: bool = True) -> tuple[object, dict]:
     """(booster, meta) of a model fitted on every group of ``table`` (Helion rows of one GPU, sorted by group,
