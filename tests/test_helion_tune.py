@@ -10,6 +10,7 @@ Helion version it was not trained on, a GPU without a model) it warns once and h
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import warnings
@@ -333,8 +334,6 @@ def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
 @pytest.fixture(scope="module")
 def with_runs(rows, trained, tmp_path_factory):
     """``trained`` with a runs classifier beside it (fitted on the same rows)."""
-    import shutil
-
     where = tmp_path_factory.mktemp("models") / GPU / "helion"
     shutil.copytree(trained, where)
     helion_model.save_runs(where, helion_model.fit_runs(rows))
@@ -366,6 +365,11 @@ def test_candidates_unlikely_to_run_are_dropped_before_the_top_k(rows, trained, 
     assert failed[1] < failed[0], failed
     assert htune.runnable(cm, call, order, len(kept) + 1) == order
     assert htune.runnable(helion_model.load(trained, GPU), call, order, K) == order
+    broken = tmp_path / "broken" / GPU / "helion"
+    shutil.copytree(with_runs, broken)
+    (broken / helion_model.RUNS_FILE).write_bytes(b"not a model")
+    with pytest.raises(CostModelError, match="corrupt .*runs.ubj"):
+        htune.runnable(helion_model.load(broken, GPU), call, order, K)
 
 
 # --- (b) the verification, replayed from the H200 race (scripts/bench_helion.py, session 13) ---------------

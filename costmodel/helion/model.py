@@ -232,7 +232,11 @@ def p_run(cm: model.CostModel, kernel: str, problem: dict, dtype: str, config_js
     if path is None or not path.is_file():
         return None
     if str(path) not in _RUNS:
-        _RUNS[str(path)] = xgb.Booster(model_file=str(path))
+        try:
+            _RUNS[str(path)] = xgb.Booster(model_file=str(path))
+        except xgb.core.XGBoostError as e:
+            raise CostModelError(f"corrupt {path}: {str(e).splitlines()[0]} (python scripts/helion_model.py --ship "
+                                 f"writes it)") from None
     n = len(config_jsons)
     return _RUNS[str(path)].inplace_predict(matrix([kernel] * n, [problem] * n, [dtype] * n, config_jsons, shape))
 
