@@ -33,12 +33,11 @@ REFILL = 2  # tuner/helion.py's
 
 
 def classifier(x: np.ndarray, ran: np.ndarray, seed: int):
+    """The shipped runs classifier's recipe (helion_model.fit_runs) on feature rows ``x``."""
     import xgboost as xgb
 
-    p = helion_model.PARAMS
-    params = {"objective": "binary:logistic", "max_depth": 6, "learning_rate": p.learning_rate,
-              "subsample": p.subsample, "colsample_bytree": p.colsample_bytree, "seed": seed, "nthread": 2}
-    return xgb.train(params, xgb.DMatrix(x, label=ran.astype(np.float32)), num_boost_round=100)
+    return xgb.train({**helion_model.RUN_PARAMS, "seed": seed, "nthread": 2},
+                     xgb.DMatrix(x, label=ran.astype(np.float32)), num_boost_round=helion_model.RUN_ROUNDS)
 
 
 def replay(order: np.ndarray, ran: np.ndarray, gains: np.ndarray, k: int) -> dict:
