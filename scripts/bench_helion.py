@@ -25,6 +25,8 @@ Each problem's row is appended to --out when done, so a call cut short keeps the
 
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl [--full 1] --out retimed.jsonl
         # no tunes (but --full's): the picks timed again
+    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --out retuned.jsonl
+        # costmodel tuned anew (cold), raced against the rows' Helion picks, every latency from this call
 """
 
 from __future__ import annotations
@@ -295,10 +297,14 @@ def _figures(rows: list[dict]) -> dict:
 
 def still_valid(rows: list[dict], cm) -> list[dict]:
     """Per race row, whether the tuner shipped now would have timed the same configs, so that the row still
-    measures it: the same ranker (its data hash) and none of the configs the row's tune timed below the runs
-    classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed configs
-    is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
+    measures it: the same ranker (its data hash), the same recipe (``CostModelAutotuner.recipe``: top k, second
+    batch, steps to neighbours; rows from before session 24 have none) and none of the configs the row's tune timed
+    below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose
+    timed configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
+    from tuner.helion import CostModelAutotuner
+
+    recipe = CostModelAutotuner().recipe()
 
     out = []
     for r in rows:
@@ -307,10 +313,11 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
         p = helion_model.p_run(cm, r["kernel"], r["problem"], r["dtype"], [hconfigs.config_json(t) for t in timed])
         dropped = 0 if p is None else int((p < helion_model.RUN_FLOOR).sum())
         same_ranker = c.get("model_data_hash") == cm.meta.get("data", {}).get("hash")
+        same_recipe = c.get("search", {}).get("recipe") == recipe
         ran = [t["ms"] is not None for t in c.get("search", {}).get("timed", [])]
         out.append({"kernel": r["kernel"], "problem": r["problem"], "dtype": r["dtype"], "same_ranker": same_ranker,
-                    "timed": len(timed), "timed_now_dropped": dropped,
-                    "valid": bool(timed) and same_ranker and dropped == 0,
+                    "same_recipe": same_recipe, "timed": len(timed), "timed_now_dropped": dropped,
+                    "valid": bool(timed) and same_ranker and same_recipe and dropped == 0,
                     "p_run_of_timed": None if p is None else [[round(float(q), 3), ok] for q, ok in zip(p, ran)]})
     return out
 
@@ -323,18 +330,26 @@ def read_rows(files: tuple[str, ...]) -> list[dict]:
 
 
 def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
-           tune_full: Callable[[dict], dict] | None = None) -> None:
+           tune: Callable[[str, dict], dict] | None = None, retune: bool = False) -> None:
     """Each raced row again, its tunes' walls and picks kept, its configs timed anew (``timed_row``); the first
     timing kept as ``first_timing``. The first ``full`` rows without one first get Helion's full-effort tune
-    (``tune_full`` of the row: a cold process, as in the race), so its pick is timed with the others in one call.
-    Rows without a costmodel pick (a failed race) are skipped."""
+    (``tune("full", row)``: a cold process, as in the race), so its pick is timed with the others in one call. With
+    ``retune``, costmodel's tune runs anew the same way first (the earlier one kept as ``first_costmodel``): a
+    changed tuner raced against the picks Helion's searches made in the earlier call, every latency of the row from
+    this one. Rows without a costmodel pick (a failed race) are skipped."""
     for r in rows:
+        if retune and tune is not None:
+            r["first_costmodel"] = r.pop("costmodel", {})
+            r["costmodel"] = tune("costmodel", r)
+            r["retuned"] = time.strftime("%Y-%m-%d")
+            log("costmodel: " + json.dumps({k: v for k, v in r["costmodel"].items()
+                                            if k not in ("config", "search")})[:600])
         if "config" not in r.get("costmodel", {}):
             log(f"skipped, no costmodel pick: {r['kernel']} {r['problem']}")
             continue
-        if full > 0 and "full" not in r and tune_full is not None:
+        if full > 0 and "full" not in r and tune is not None:
             full -= 1
-            r["full"] = tune_full(r)
+            r["full"] = tune("full", r)
             log("full: " + json.dumps({k: v for k, v in r["full"].items() if k != "config"})[:600])
         log(f"{r['kernel']} {r['problem']} {r['dtype']}: timed again")
         first = {k: r.pop(k) for k in TIMING_KEYS if k in r}
@@ -363,12 +378,14 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
               help="which race rows of these files the tuner shipped now would tune the same way, and exit")
 @click.option("--retime", "retime_files", multiple=True,
               help="no tunes: time again the configs each race row of these files chose, rows to --out")
+@click.option("--retune", is_flag=True, help="with --retime: costmodel's tune runs anew (cold) before the timing; "
+              "Helion's picks are the rows'")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
 @click.option("--dtype", hidden=True)
-def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, tune, kernel,
-         problem, dtype) -> None:
+def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, retune, tune,
+         kernel, problem, dtype) -> None:
     if summarise_files:
         print(json.dumps(summarise(read_rows(summarise_files))))
         return
@@ -393,6 +410,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         return
     wanted = {problems.index(c) for c in chosen}
     to_retime = [r for r in read_rows(retime_files) if r.get("index") in wanted] if retime_files else []
+    if retune and not retime_files:
+        raise click.UsageError("--retune re-tunes raced rows: give them with --retime")
     if retime_files and not to_retime:
         raise click.UsageError(f"no raced row of problems {sorted(wanted)} in {', '.join(retime_files)}")
     from costmodel import hardware
@@ -409,12 +428,12 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         if retime_files:
-            def tune_full(r: dict) -> dict:
+            def tune_row(who: str, r: dict) -> dict:
                 name = r["kernel"].removeprefix("helion:")
-                return tune_in_new_process("full", name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
+                return tune_in_new_process(who, name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
                                            timeout_s)
 
-            return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_full)
+            return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_row, retune)
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),

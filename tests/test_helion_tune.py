@@ -184,7 +184,7 @@ def test_replay_times_the_top_k_and_returns_the_fastest(rows, trained):
     recorded = [json.loads(c) for c in group["config_json"].to_pylist()]
     replay = htune.HelionReplay(group)
     tuner = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: recorded, timer=replay, gpu=GPU,
-                                     helion_version="1.4.0")
+                                     helion_version="1.4.0", local=0)  # steps to neighbours: a test of their own
     bound, args = _bound("helion:matmul", problem, dtype)
     with warnings.catch_warnings():
         warnings.simplefilter("error", htune.HelionFallbackWarning)  # the model fits: no fallback
@@ -296,7 +296,7 @@ def test_a_second_batch_replaces_the_top_k_that_did_not_run(rows, trained, refil
             return failed + ran, super().ranked(cm, bound, args)[1]
 
     tuner = FailuresFirst(trained, k=K, candidates=lambda b: recorded, timer=replay, gpu=GPU, helion_version="1.4.0",
-                          refill=refill, tolerance=0.0)
+                          refill=refill, tolerance=0.0, local=0)
     got = key(tuner(bound, args).autotune())
     order = [key(c) for c in failed + ran]
     asked = [[key(c) for c in batch] for batch in replay.asked]
@@ -311,6 +311,62 @@ def test_a_second_batch_replaces_the_top_k_that_did_not_run(rows, trained, refil
     assert got == (d if d in ms and ms[d] <= ms[best] else best)
     if refill and got != d:
         assert got in asked[1]  # the second batch, ranked after the first, holds the faster configs here
+
+
+def _neighbour_pair(rows):
+    """(group, problem, dtype, x, y): recorded configs of one group, y one step from x in Helion's space
+    (``families.neighbours``) and faster; the 1,000-config swiglu group holds such pairs."""
+    for g, k, p, d in _groups(rows):
+        if g.num_rows < 500:
+            continue
+        ms = {c: t for c, s, t in zip(g["config_json"].to_pylist(), g["status"].to_pylist(),
+                                      g["latency_ms"].to_pylist()) if s == "ok"}
+        bound, _ = _bound(k, p, d)
+        for x in sorted(ms, key=ms.get, reverse=True):
+            near = {configs.config_json(n) for n in families.neighbours(bound, json.loads(x))}
+            if y := min((c for c in near if c in ms and ms[c] < ms[x]), key=ms.get, default=None):
+                return g, k, p, d, x, y
+    raise AssertionError("no recorded pair of neighbours")
+
+
+def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
+    """A recorded group ranked so that the batch's fastest is a config x one of whose neighbours y was recorded
+    faster: the tuner steps to x's neighbours untimed so far, in the model's order, in a batch beside the first, finds
+    y and returns it; a second step starts from y. With ``local`` 0 it times the first batch alone."""
+    group, kernel, problem, dtype, x, y = _neighbour_pair(rows)
+    recorded = [json.loads(c) for c in group["config_json"].to_pylist()]
+    replay = htune.HelionReplay(group)
+    key, ms = configs.config_json, replay.latency
+    bound, args = _bound(kernel, problem, dtype)
+    d = key(configs.normalise(bound.config_spec.default_config()))
+    slow = sorted((c for c in ms if ms[c] > ms[x] and c != d), key=ms.get, reverse=True)[: K - 1]
+    first = [json.loads(c) for c in [x, *slow]]
+
+    class XFirst(htune.CostModelAutotuner):
+        def ranked(self, cm, bound, args):
+            return first, super().ranked(cm, bound, args)[1]
+
+    def tune(**kw):
+        replay.asked.clear()
+        t = XFirst(trained, k=K, candidates=lambda b: recorded, timer=replay, gpu=GPU, helion_version="1.4.0",
+                   tolerance=0.0, **kw)
+        got = htune.CostModelSearch(t, helion_model.load(trained), bound, args).autotune()  # no cache between
+        return key(got), t, [[key(c) for c in b] for b in replay.asked]
+
+    got, _, asked = tune(local=0)
+    assert len(asked) == 1 and y not in asked[0]
+    got, tuner, asked = tune(local=100, local_rounds=2)
+    cm, call = helion_model.load(trained), htune.Call.of(bound, args)
+    from_x = [key(c) for c in htune.by_score(cm, call, families.neighbours(bound, json.loads(x)))]
+    assert asked[1] == [c for c in from_x if c not in asked[0]]  # every neighbour untimed, in the model's order
+    steps = tuner.last["steps"]
+    assert key(steps[0]["from"]) == x and steps[0]["faster"] >= 1 and len(asked) == 1 + len(steps) <= 3
+    best = min((c for b in asked for c in b if c in ms), key=ms.get)
+    assert got == best and ms[best] <= ms[y] < ms[x]
+    if len(steps) == 2:  # the second step from the first's fastest, none of it timed before
+        assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
+        assert not set(asked[2]) & set(asked[0] + asked[1])
+    assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "local": 100, "local_rounds": 2}
 
 
 def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
@@ -416,7 +472,7 @@ class RaceTuner(htune.CostModelAutotuner):
 
 def _race_tune(row, trained, **kw):
     replay = _race_replay(row)
-    tuner = RaceTuner(row, trained, timer=replay, **kw)
+    tuner = RaceTuner(row, trained, timer=replay, **{"local": 0, **kw})  # the race's rows predate the steps
     got = tuner(*_bound(row["kernel"], row["problem"], row["dtype"])).autotune(skip_cache=True)  # a search each time
     return configs.config_json(got), tuner, replay
 
@@ -688,7 +744,8 @@ def _verified(first):
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs
     classifier drops; the top-k and the default timed; the batch's fastest and the default re-timed by Helion's
-    rebenchmark; the result correct and never slower than the default as re-timed), and a second process answers
+    rebenchmark; steps to the fastest's neighbours; the result correct and never slower than the default as
+    re-timed), and a second process answers
     from Helion's cache. rms_norm 4096x2048 bf16: the race's case where the batch's single timing misled."""
     trained = with_runs
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
@@ -708,7 +765,12 @@ def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     assert first["twin_candidates"] > 0 and 300 < ranked <= 300 + first["twin_candidates"]
     # the top 4 and the default, then twice as many of the next ranked as the top 4 lost (a second batch)
     lost = sum(t["ms"] is None for t in last["timed"][:4] if t["config"] != first["default"])
-    assert len(last["timed"]) <= 5 + last["refilled"] and last["refilled"] <= htune.REFILL * lost
+    assert last["refilled"] <= htune.REFILL * lost
+    # then steps to the fastest's neighbours (Helion's space stepped from it on the GPU), LOCAL at most a step
+    steps = last["steps"]
+    assert 1 <= len(steps) <= htune.LOCAL_ROUNDS and all(0 < s["timed"] <= htune.LOCAL for s in steps), steps
+    assert len(last["timed"]) == 5 + last["refilled"] + sum(s["timed"] for s in steps) - (first["default"] in [
+        t["config"] for t in last["timed"][:4]])
     assert last["default_ms"] is not None
     best = _verified(first)
     cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]

@@ -354,15 +354,53 @@ def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, m
     # --full 2: the first two rows get Helion's full-effort tune first, and its pick is timed with the others
     fulls, seen[:] = [], []
 
-    def tune_full(r):
+    def tune(who, r):
+        assert who == "full"
         fulls.append(r["problem"])
         return {"wall_s": 400.0, "config": {**r["quick"]["config"], "num_warps": 2}}
 
     sink = io.StringIO()
-    bench_helion.retime(json.loads(json.dumps(rows)), sink, 3, 1 << 20, full=2, tune_full=tune_full)
+    bench_helion.retime(json.loads(json.dumps(rows)), sink, 3, 1 << 20, full=2, tune=tune)
     out = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert fulls == [r["problem"] for r in rows[:2]]
     assert [r.get("full", {}).get("wall_s") for r in out] == [400.0, 400.0, *[None] * (len(rows) - 2)]
+
+
+def test_helion_race_retune_tunes_costmodel_anew_beside_the_rows_helion_picks(bench_helion, monkeypatch):
+    """--retime --retune: costmodel's tune runs again (its earlier one kept as ``first_costmodel``) and its new pick
+    is timed beside the row's quick and default picks, which are kept; a new tune that fails leaves the row
+    untimed."""
+    import io
+
+    path = ROOT / "scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl"
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    timed, tuned = [], []
+
+    def timed_row(name, problem, dtype, row, rounds, l2_bytes):
+        timed.append({w: row[w]["config"] for w in ("costmodel", "quick", "default")})
+        return {"latency_ms": {"costmodel": 1.0}}
+
+    def tune(who, r):
+        tuned.append((who, r["problem"]))
+        if r["index"] == rows[1]["index"]:
+            return {"error": "timed out after 900 s"}
+        return {"wall_s": 9.0, "path": "model", "config": {**r["quick"]["config"], "num_warps": 32}}
+
+    monkeypatch.setattr(bench_helion, "timed_row", timed_row)
+    sink = io.StringIO()
+    bench_helion.retime(json.loads(json.dumps(rows)), sink, 3, 1 << 20, tune=tune, retune=True)
+    out = [json.loads(line) for line in sink.getvalue().splitlines()]
+    assert tuned == [("costmodel", r["problem"]) for r in rows]
+    assert len(out) == len(rows) - 1 and len(timed) == len(rows) - 1  # the failed re-tune: skipped
+    kept = [r for r in rows if r["index"] != rows[1]["index"]]
+    for old, new, t in zip(kept, out, timed):
+        assert new["first_costmodel"] == old["costmodel"] and new["retuned"]
+        assert new["costmodel"]["wall_s"] == 9.0 and t["costmodel"]["num_warps"] == 32
+        assert new["quick"] == old["quick"] and t["quick"] == old["quick"]["config"]
+        assert t["default"] == old["default"]["config"] and new["first_timing"]["latency_ms"] == old["latency_ms"]
+    tuned.clear()
+    bench_helion.retime(json.loads(json.dumps(rows)), io.StringIO(), 3, 1 << 20, tune=tune)  # no --retune
+    assert tuned == []
 
 
 def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helion, monkeypatch, tmp_path):
@@ -391,14 +429,20 @@ def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion
     """--still-valid on session 23's race rows with the shipped Helion model: the softmax rows (every timed config
     likely to run) would be tuned alike; attention 3x16x3681 would not, and each timed config the filter would now
     drop is one that gave no time on the H200. A row of another ranker is never valid; without a runs classifier
-    every row of the same ranker is."""
+    every row of the same ranker is. Those rows were tuned without steps to neighbours, so as they are none is valid:
+    the filter's verdicts are read with the recipe the tuner has now set in them."""
     import shutil
 
     from costmodel.helion import model as helion_model
+    from tuner.helion import CostModelAutotuner
 
-    rows = [json.loads(line) for s in "abc"
-            for line in (ROOT / f"scripts/results/bench_helion-h200-2026-12-02-s23{s}.jsonl").read_text().splitlines()]
+    raced = [json.loads(line) for s in "abc"
+             for line in (ROOT / f"scripts/results/bench_helion-h200-2026-12-02-s23{s}.jsonl").read_text().splitlines()]
     cm = helion_model.load("nvidia-h200")
+    assert not any(o["valid"] or o["same_recipe"] for o in bench_helion.still_valid(raced, cm))
+    rows = json.loads(json.dumps(raced))
+    for r in rows:
+        r["costmodel"]["search"]["recipe"] = CostModelAutotuner().recipe()
     out = bench_helion.still_valid(rows, cm)
     for r, o in zip(rows, out):
         if r["kernel"] == "helion:softmax":

@@ -62,6 +62,14 @@ K = 8  # timed besides the default; issue 18 measures top-8 on left-out kernels
 # of 48 (scripts/experiments/helion_refill.py, scripts/results/helion_refill-cpu-2026-12-02-s22.json). A top k that
 # all ran costs nothing more.
 REFILL = 2
+# then the batch's fastest steps to its neighbours in Helion's space (each knob a step of its fragment, as Helion's
+# pattern search steps): the model ranks them and the first LOCAL are timed, up to LOCAL_ROUNDS times while a step
+# finds a faster config. Helion quick's wins over the top k in session 24's race were one or two steps from the
+# batch's fastest: layer_norm 11306x10912 a reduction loop of 4,096 at 16 warps beside the batch's 8,192 at 8
+# (0.854 of quick), matmul 4155x4096x4476 bf16 the batch's 128x256x64 tile with tensor-descriptor loads (0.907)
+# (scripts/results/bench_helion-h200-2026-12-02-s24{a,b}.jsonl).
+LOCAL = 6
+LOCAL_ROUNDS = 2
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -226,6 +234,42 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
     return finals[i], t_best
 
 
+def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: list[dict],
+         ms: list[float | None]) -> list[dict]:
+    """Steps from the fastest config timed so far to its neighbours (``families.neighbours``) not timed yet: the
+    model ranks them, those likely to run (``runnable``) go first, and the first ``tuner.local`` are timed beside the
+    batch; again from the new fastest while a step finds a faster config, at most ``tuner.local_rounds`` times.
+    ``batch`` and ``ms`` grow in place; what each step did, in order."""
+    if tuner.local <= 0 or tuner.local_rounds <= 0:
+        return []
+    call, done = Call.of(bound, args), {hconfigs.config_json(c) for c in batch}
+    out: list[dict] = []
+    for _ in range(tuner.local_rounds):
+        ran = [(t, i) for i, t in enumerate(ms) if t is not None]
+        if not ran:
+            break
+        t_from, i = min(ran)
+        try:
+            near = [c for c in families.neighbours(bound, batch[i]) if hconfigs.config_json(c) not in done]
+        except Exception as e:  # noqa: BLE001 - Helion's space could not step from it: the tune goes on without
+            out.append({"from": batch[i], "error": f"{type(e).__name__}: {str(e)[:300]}"})
+            break
+        n_near = len(near)
+        near = runnable(cm, call, by_score(cm, call, near), 0)[: tuner.local] if near else []
+        if not near:
+            break
+        got = tuner.timer.measure(bound, args, near, more=True)
+        batch += near
+        ms += got
+        done |= {hconfigs.config_json(c) for c in near}
+        faster = [t for t in got if t is not None and t < t_from]
+        out.append({"from": batch[i], "from_ms": t_from, "neighbours": n_near, "timed": len(near),
+                    "ran": sum(t is not None for t in got), "faster": len(faster)})
+        if not faster:
+            break
+    return out
+
+
 def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
     """``cands`` (canonical) in the order of the model's scores for ``call``, predicted fastest first."""
     scores = helion_model.score(cm, call.kernel, call.problem, call.dtype, [hconfigs.config_json(c) for c in cands],
@@ -314,14 +358,17 @@ class CostModelAutotuner:
     ``candidates``: how many to rank, or a function of the bound kernel giving canonical configs; ``verify``: how
     many of the batch's fastest are re-timed beside the default; ``tolerance``: how much faster than the default
     (as a fraction) a finalist must re-time to replace it; ``refill``: how many of the next ranked replace each of
-    the top k that did not run, in a second batch (0: none)."""
+    the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
+    neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none)."""
 
     def __init__(self, model: str | None = None, *, k: int = K, candidates: int | Callable = N_CANDIDATES,
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
-                 tolerance: float = TOLERANCE, refill: int = REFILL):
+                 tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
+                 local_rounds: int = LOCAL_ROUNDS):
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
+        self.local, self.local_rounds = local, local_rounds
         self.timer = timer or HelionBenchmark()
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -367,6 +414,10 @@ class CostModelAutotuner:
             return cm, (f"{bound.kernel.name}: {structure[0]} tiled dims and {structure[1]} reductions, a structure "
                         f"none of the Helion cost model's kernels had")
         return cm, None
+
+    def recipe(self) -> dict:
+        """What decides which configs a tune times, beside the model: rows raced with another recipe time others."""
+        return {"k": self.k, "refill": self.refill, "local": self.local, "local_rounds": self.local_rounds}
 
     def say_once(self, why: str) -> None:
         if why not in self.said:
@@ -467,6 +518,7 @@ class CostModelSearch:
         more = [c for c in ranked[tuner.k: tuner.k + tuner.refill * lost] if c != default]
         if more:
             batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
+        steps = step(tuner, self.cm, self.kernel, self.args, batch, ms)
         t_measured = time.perf_counter()
         finals = finalists(batch, ms, default, tuner.verify)
         steady = timer.retime(self.kernel, self.args, finals)
@@ -483,14 +535,15 @@ class CostModelSearch:
         tuner.last = {
             "candidates": len(ranked), "dropped": tuner.dropped,
             "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
-            "refilled": len(more), "default_ms": default_ms, "tolerance": tuner.tolerance,
+            "refilled": len(more), "steps": steps, "recipe": tuner.recipe(), "default_ms": default_ms, "tolerance": tuner.tolerance,
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},
             "rank_s": t_ranked - t0, "measure_s": t_measured - t_ranked, "verify_s": t_end - t_measured,
             "wall_s": t_end - t0}
         self.log(f"costmodel: ranked {len(ranked)} configs in {t_ranked - t0:.2f} s, timed {len(batch)} ({len(more)} "
-                 f"in place of {lost} that did not run), re-timed "
+                 f"in place of {lost} that did not run, {sum(s['timed'] for s in steps)} in {len(steps)} steps to "
+                 f"neighbours), re-timed "
                  f"{len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default {default_ms} ms in the "
                  f"batch)")
         return _config(best)

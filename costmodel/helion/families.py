@@ -461,6 +461,42 @@ def candidates(bound, n: int, seed: int, seed_configs: tuple = ()) -> list[dict]
     return list(out.values())[:n]
 
 
+def neighbours(bound, config: Mapping) -> list[dict]:
+    """The canonical configs one step from ``config`` in ``bound``'s ConfigSpec, as Helion's pattern search steps
+    (1.4.0 and 1.5.1): each knob its fragment's ``pattern_neighbors``, the others as they are, and two block sizes
+    at once; distinct, ``config`` itself left out, in Helion's order."""
+    from helion.autotuner.config_generation import ConfigGeneration
+
+    spec = bound.config_spec
+    counts = op_counts(spec)
+    gen = ConfigGeneration(spec)
+    base = gen.flatten(_helion_config(config))
+    fixed = set(gen.overridden_flat_indices)
+    steps = [[] if i in fixed else f.pattern_neighbors(base[i]) for i, f in enumerate(gen.flat_spec)]
+    flats = [[*base[:i], v, *base[i + 1:]] for i, vs in enumerate(steps) for v in vs]
+    blocks = [i for i in gen.block_size_indices if i not in fixed]
+    for a, i in enumerate(blocks):
+        for j in blocks[a + 1:]:
+            for vi in steps[i]:
+                for vj in steps[j]:
+                    f = [*base]
+                    f[i], f[j] = vi, vj
+                    flats.append(f)
+    own = configs.config_json(config, counts)
+    out: dict[str, dict] = {}
+    for f in flats:
+        c = configs.normalise(gen.unflatten(f), counts)
+        out.setdefault(configs.config_json(c, counts), c)
+    out.pop(own, None)
+    return list(out.values())
+
+
+def _helion_config(canonical: Mapping):
+    import helion
+
+    return helion.Config(**dict(canonical))
+
+
 def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> list[dict]:
     """The twin family's valid configs of ``problem`` on ``hw`` (``costmodel.space``) that ``kernel`` can express
     (``from_twin``) and ``bound``'s ConfigSpec accepts, canonical, in the twin space's order; none for a kernel
