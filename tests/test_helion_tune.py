@@ -331,7 +331,8 @@ def _neighbour_pair(rows):
 
 def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
     """A recorded group ranked so that the batch's fastest is a config x one of whose neighbours y was recorded
-    faster: the tuner steps to x's neighbours untimed so far, in the model's order, in a batch beside the first, finds
+    faster: the tuner steps to x's neighbours untimed so far, in the model's order with the first of each knob first,
+    in a batch beside the first, finds
     y and returns it; a second step starts from y. With ``local`` 0 it times the first batch alone."""
     group, kernel, problem, dtype, x, y = _neighbour_pair(rows)
     recorded = [json.loads(c) for c in group["config_json"].to_pylist()]
@@ -357,8 +358,18 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
     assert len(asked) == 1 and y not in asked[0]
     got, tuner, asked = tune(local=100, local_rounds=2)
     cm, call = helion_model.load(trained), htune.Call.of(bound, args)
-    from_x = [key(c) for c in htune.by_score(cm, call, families.neighbours(bound, json.loads(x)))]
-    assert asked[1] == [c for c in from_x if c not in asked[0]]  # every neighbour untimed, in the model's order
+    near = [c for c in families.neighbours(bound, json.loads(x)) if key(c) not in asked[0]]
+    ranked = htune.by_score(cm, call, near)
+    spread = [key(c) for c in htune.spread(json.loads(x), ranked)]
+    assert asked[1] == spread and sorted(spread) == sorted(map(key, near))  # every neighbour untimed
+    # in the model's order, the first of each knob first: each knob once among the first, and the rest in order
+    knobs = [tuple(sorted(k for k in set(c) | set(json.loads(x)) if c.get(k) != json.loads(x).get(k)))
+             for c in map(json.loads, spread)]
+    lead = len(set(knobs))
+    assert len(set(knobs[:lead])) == lead and lead < len(spread)
+    order = [key(c) for c in ranked]
+    assert [order.index(c) for c in spread[:lead]] == sorted(order.index(c) for c in spread[:lead])
+    assert [order.index(c) for c in spread[lead:]] == sorted(order.index(c) for c in spread[lead:])
     steps = tuner.last["steps"]
     assert key(steps[0]["from"]) == x and steps[0]["faster"] >= 1 and len(asked) == 1 + len(steps) <= 3
     best = min((c for b in asked for c in b if c in ms), key=ms.get)

@@ -237,8 +237,8 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
 def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: list[dict],
          ms: list[float | None]) -> list[dict]:
     """Steps from the fastest config timed so far to its neighbours (``families.neighbours``) not timed yet: the
-    model ranks them, those likely to run (``runnable``) go first, and the first ``tuner.local`` are timed beside the
-    batch; again from the new fastest while a step finds a faster config, at most ``tuner.local_rounds`` times.
+    model ranks those likely to run (``runnable``), the best of each knob first (``spread``), and the first
+    ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most ``tuner.local_rounds`` times.
     ``batch`` and ``ms`` grow in place; what each step did, in order."""
     if tuner.local <= 0 or tuner.local_rounds <= 0:
         return []
@@ -255,7 +255,7 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
             out.append({"from": batch[i], "error": f"{type(e).__name__}: {str(e)[:300]}"})
             break
         n_near = len(near)
-        near = runnable(cm, call, by_score(cm, call, near), 0)[: tuner.local] if near else []
+        near = spread(batch[i], runnable(cm, call, by_score(cm, call, near), 0))[: tuner.local] if near else []
         if not near:
             break
         got = tuner.timer.measure(bound, args, near, more=True)
@@ -268,6 +268,22 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
         if not faster:
             break
     return out
+
+
+def spread(base: dict, ranked: list[dict]) -> list[dict]:
+    """``ranked`` neighbours of ``base``, the first of each knob they change first (in their order), then the rest
+    in order: a step tries several knobs. On the race's 14 raced rows, the shipped model's first six neighbours of
+    the batch's fastest changed one knob (a load's eviction policy or indexing, or matmul's range knobs) three to
+    five times in 12, and 2-5 knobs in all; Helion quick's pick was 2-8 knobs away from that fastest
+    (scripts/experiments/helion_steps.py, scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl)."""
+    def knobs(c: dict) -> tuple[str, ...]:
+        return tuple(sorted(k for k in set(base) | set(c) if base.get(k) != c.get(k)))
+
+    first: dict[tuple[str, ...], dict] = {}
+    for c in ranked:
+        first.setdefault(knobs(c), c)
+    lead = list(first.values())
+    return lead + [c for c in ranked if not any(c is f for f in lead)]
 
 
 def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
