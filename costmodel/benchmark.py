@@ -532,6 +532,58 @@ HELION_POOL = "COSTMODEL_HELION_POOL"
 STREAM_CHUNK = 64
 EAGER_CALLS = (10, 200)  # back-to-back calls per round, at least and at most
 EAGER_ROUNDS = 3
+# graph replays (the Helion race's timing and the Helion tuner's graph objective): a replay of at least GRAPH_MS of
+# calls, over at most MAX_SETS input sets, in at most MAX_CALLS calls (a softmax of 64x3072 fp16 reads 0.4 MB: 2 x
+# the H200's 60 MB L2 is 300 sets of it)
+GRAPH_MS, MAX_SETS, MAX_CALLS = 1.0, 512, 1024
+
+
+def input_sets(args: tuple, l2_bytes: int) -> int:
+    """How many input sets a graph replay rotates over: enough that their tensors fill twice the L2 (so each call
+    reads its inputs from memory, as do_bench's flushed calls do), at most MAX_SETS."""
+    import torch
+
+    nbytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
+    return max(1, min(MAX_SETS, math.ceil(2 * l2_bytes / max(nbytes, 1))))
+
+
+def graph_calls(call_ms: float, sets: int) -> int:
+    """Calls in a replay of a kernel taking about ``call_ms`` a call: every input set once, and about GRAPH_MS."""
+    return min(MAX_CALLS, max(sets, math.ceil(GRAPH_MS / max(call_ms, 1e-6))))
+
+
+def graph_timer(calls: list, replays: int = 10):
+    """A timer of ``calls`` captured once, in order, in one CUDA graph: each time it is called, the graph replayed
+    ``replays`` times back to back, median ms per call. No launch waits on the host (session 23: do_bench's rounds
+    of one softmax config that Helion's final timing read at 4.4 us ran 5.6-28 us; a launch waiting on Helion's host
+    code is the likely cause, not profiled); calls over several input sets keep L2 from holding them all."""
+    import statistics
+
+    import torch
+
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        for fn in calls:
+            fn()  # warm on the capture stream
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        for fn in calls:
+            fn()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+
+    def time_it() -> float:
+        per_call = []
+        for _ in range(replays):
+            start.record()
+            graph.replay()
+            end.record()
+            end.synchronize()
+            per_call.append(start.elapsed_time(end) / len(calls))
+        return statistics.median(per_call)
+
+    return time_it
 
 
 def time_eager(fn, device: str, budget_ms: float) -> float | None:

@@ -13,15 +13,16 @@ run where data/ holds a row of one under either name.
 
 Per problem, in one call: each tune runs in a new process (``--tune``) whose first kernel call tunes, compiles and
 runs, with an empty Triton cache (only Triton's driver module), Helion cache and inductor cache: its wall is that
-first call's, cold. "costmodel": ``CostModelAutotuner()`` as the kernel's ``autotuner_fn``, the kernel at
-autotune_effort "quick" (what its fallback runs where the model does not fit: the row's ``costmodel.path`` says
-which ran, ``fallback`` why); "quick" and, for the first ``--full`` problems, "full": Helion's own search at that
-effort. Then this process runs each chosen config and Helion's default config once, checks the output against the
-family's float32 reference (``HelionFamily.tolerance``), and times those that pass in ``--rounds`` alternating
-rounds (benchlib.alternating) two ways: do_bench's median (``latency_ms``) and a CUDA-graph replay over input sets
-that fill twice the L2 (``graph_ms``: the GPU's time, no launch waiting on Helion's host code). A config chosen by
-several is timed once. The figures (``--summarise``) read ``graph_ms`` where a row has it, ``latency_ms`` before.
-Each problem's row is appended to --out when done, so a call cut short keeps the problems it finished.
+first call's, cold. "costmodel": ``CostModelAutotuner(objective="graph")`` (``OBJECTIVE``) as the kernel's
+``autotuner_fn``, the kernel at autotune_effort "quick" (what its fallback runs where the model does not fit: the
+row's ``costmodel.path`` says which ran, ``fallback`` why); "quick" and, for the first ``--full`` problems, "full":
+Helion's own search at that effort. Then this process runs each chosen config and Helion's default config once,
+checks the output against the family's float32 reference (``HelionFamily.tolerance``), and times those that pass in
+``--rounds`` alternating rounds (benchlib.alternating) two ways: do_bench's median (``latency_ms``) and a CUDA-graph
+replay over input sets that fill twice the L2 (``graph_ms``: the GPU's time, no launch waiting on Helion's host
+code). A config chosen by several is timed once. The figures (``--summarise``) read ``graph_ms`` where a row has it,
+``latency_ms`` before. Each problem's row is appended to --out when done, so a call cut short keeps the problems it
+finished.
 
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl [--full 1] --out retimed.jsonl
         # no tunes (but --full's): the picks timed again
@@ -32,7 +33,6 @@ Each problem's row is appended to --out when done, so a call cut short keeps the
 from __future__ import annotations
 
 import json
-import math
 import os
 import signal
 import statistics
@@ -46,9 +46,9 @@ from typing import Callable
 import click
 import numpy as np
 
-from benchlib import alternating, cold_triton_cache, graph_timer, log
+from benchlib import alternating, cold_triton_cache, log
 from costmodel import benchmarks, dataset
-from costmodel.benchmark import relative_error
+from costmodel.benchmark import MAX_SETS, graph_calls, graph_timer, input_sets, relative_error  # noqa: F401
 from costmodel.dataset import canonical_json
 from costmodel.errors import CostModelError
 from costmodel.evaluation import geomean
@@ -61,9 +61,9 @@ CONTENDERS = ("costmodel", "quick", "full", "default")
 TIMING_KEYS = ("latency_ms", "latency_rounds_ms", "graph_ms", "graph_rounds_ms", "input_sets", "same_config",
                "rel_err", "tolerance", "run_errors")
 WALL_S, VS_FULL = 20.0, 0.97  # issue 18's acceptance: median cold wall, geomean latency against full effort
-# graph replays (``latencies``): a replay of at least GRAPH_MS of calls, over at most MAX_SETS input sets, in at
-# most MAX_CALLS calls (a softmax of 64x3072 fp16 reads 0.4 MB: 2 x the H200's 60 MB L2 is 300 sets of it)
-GRAPH_MS, MAX_SETS, MAX_CALLS = 1.0, 512, 1024
+# what costmodel's tune is asked to minimise: the race's figures read the graph replay (session 23), GPU time with
+# the host out of the way, so the tuner's verification re-times by graph replay too (CostModelAutotuner objective)
+OBJECTIVE = "graph"
 
 
 def recorded(data_dir: Path) -> set[tuple[str, str]]:
@@ -95,7 +95,7 @@ def tune_once(who: str, name: str, problem: dict, dtype: str) -> dict:
 
     fam = families.get(name)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
-    tuner = CostModelAutotuner() if who == "costmodel" else None
+    tuner = CostModelAutotuner(objective=OBJECTIVE) if who == "costmodel" else None
     kernel = (fam.with_settings(autotuner_fn=tuner, autotune_effort="quick") if tuner
               else fam.with_settings(autotune_effort=who))
     torch.cuda.synchronize()
@@ -172,7 +172,7 @@ def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rou
             continue
         runs[key] = lambda kernel=kernel: kernel(*args)
         try:  # enough calls that a replay lasts about GRAPH_MS
-            calls = min(MAX_CALLS, max(len(sets), math.ceil(GRAPH_MS / do_bench(runs[key], return_mode="median"))))
+            calls = graph_calls(do_bench(runs[key], return_mode="median"), len(sets))
             graphs[key] = graph_timer([lambda kernel=kernel, a=sets[i % len(sets)]: kernel(*a) for i in range(calls)])
         except Exception as e:  # noqa: BLE001 - do_bench still times it
             errors.update({who: f"graph: {type(e).__name__}: {str(e)[:500]}" for who in whos})
@@ -198,15 +198,6 @@ def same_configs(chosen: dict[str, dict]) -> dict[str, list[str]]:
     for who, config in chosen.items():
         out.setdefault(canonical_json(config), []).append(who)
     return out
-
-
-def input_sets(args: tuple, l2_bytes: int) -> int:
-    """How many input sets a graph replay rotates over: enough that their tensors fill twice the L2 (so each call
-    reads its inputs from memory, as do_bench's flushed calls do), at most MAX_SETS."""
-    import torch
-
-    nbytes = sum(a.numel() * a.element_size() for a in args if isinstance(a, torch.Tensor))
-    return max(1, min(MAX_SETS, math.ceil(2 * l2_bytes / max(nbytes, 1))))
 
 
 def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, scratch: str, timeout_s: float,
@@ -304,7 +295,7 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
     from costmodel.helion import model as helion_model
     from tuner.helion import CostModelAutotuner
 
-    recipe = CostModelAutotuner().recipe()
+    recipe = CostModelAutotuner(objective=OBJECTIVE).recipe()
 
     out = []
     for r in rows:

@@ -18,7 +18,7 @@ import time
 from typing import Callable, Iterator
 
 from costmodel import dataset, hardware
-from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead
+from costmodel.benchmark import IsolatedBenchmarker, Measurement, compile_ahead, graph_timer  # noqa: F401 - the race's too
 from costmodel.kernels import get_family
 
 RACE_ROUNDS = 7  # rounds of a race of a tune's pick against a sweep's fastest configs
@@ -62,38 +62,6 @@ def graph_ms(fn: Callable[[], object], calls: int = 20, replays: int = 10) -> fl
     """GPU time per call with the host out of the way: ``calls`` calls captured in one CUDA graph, replayed
     ``replays`` times back to back (L2 warm, as in a captured model), median per call."""
     return graph_timer([fn] * calls, replays)()
-
-
-def graph_timer(calls: list[Callable[[], object]], replays: int = 10) -> Callable[[], float]:
-    """A timer of ``calls`` captured once, in order, in one CUDA graph: each time it is called, the graph replayed
-    ``replays`` times back to back, median ms per call. No launch waits on the host (session 23: do_bench's rounds
-    of one softmax config that Helion's final timing read at 4.4 us ran 5.6-28 us; a launch waiting on Helion's host
-    code is the likely cause, not profiled); calls over several input sets keep L2 from holding them all."""
-    import torch
-
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for fn in calls:
-            fn()  # warm on the capture stream
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for fn in calls:
-            fn()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-
-    def time_it() -> float:
-        per_call = []
-        for _ in range(replays):
-            start.record()
-            graph.replay()
-            end.record()
-            end.synchronize()
-            per_call.append(start.elapsed_time(end) / len(calls))
-        return statistics.median(per_call)
-
-    return time_it
 
 
 def against_torch(problem: dict, dtype: str, config: dict, hw, rounds: int = 6) -> dict:

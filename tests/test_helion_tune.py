@@ -377,7 +377,8 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
     if len(steps) == 2:  # the second step from the first's fastest, none of it timed before
         assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
         assert not set(asked[2]) & set(asked[0] + asked[1])
-    assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "local": 100, "local_rounds": 2}
+    assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "local": 100, "local_rounds": 2,
+                                    "objective": "eager"}
 
 
 def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
@@ -576,6 +577,74 @@ def test_helions_rebenchmark_re_times_the_compiled_finalists(monkeypatch):
     assert timer.kept is None and timer.retime(bound, args, cfgs) == [None, None]  # the search let go
 
 
+@pytest.mark.parametrize("objective", htune.OBJECTIVES)
+def test_the_objective_decides_what_the_verification_re_times_by(objective, monkeypatch):
+    """softmax 64x2560 fp16, where the race's two timings disagree: re-timed in session 24, the tune's pick ran
+    faster than Helion's default by do_bench and slower by graph replay. HelionBenchmark's verification answers from
+    those recorded rounds (Helion's do_bench for "eager"; the graph timer for "graph", captured over copies of the
+    arguments that fill twice the L2, as many calls as last GRAPH_MS): the pick wins by one, the default by the other.
+    Nothing runs: the compiled functions only say which config a timer times."""
+    from helion.autotuner import base_search
+    from helion.autotuner.benchmark_provider import BenchmarkResult
+
+    from costmodel import benchmark
+
+    path = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-02-s24a.jsonl"
+    row = next(r for r in map(json.loads, path.read_text().splitlines()) if r["problem"] == {"M": 64, "N": 2560})
+    pick, default = _raced_config(row, "costmodel"), row["default"]["config"]
+    key = configs.config_json
+    batch_ms = {key(t["config"]): t["ms"] for t in row["costmodel"]["search"]["timed"]}
+    how = "latency_rounds_ms" if objective == "eager" else "graph_rounds_ms"
+    rounds = {key(pick): row[how]["costmodel"], key(default): row[how]["default"]}
+    fam = families.get(row["kernel"])
+    bound, args = _bound(row["kernel"], row["problem"], row["dtype"],
+                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
+    counts = families.op_counts(bound.config_spec)
+    ran, timed = [], []
+
+    def benchmark_batch(self, cfgs, *, desc=""):
+        return [BenchmarkResult(config=c, fn=lambda *a, j=key(dict(c), counts): ran.append((j, a)),
+                                perf=batch_ms[key(dict(c), counts)], status="ok", compile_time=None) for c in cfgs]
+
+    def do_bench(fn, warmup, rep, return_mode, **kw):
+        fn()
+        timed.append(ran[-1][0])
+        return rounds[ran[-1][0]][timed.count(ran[-1][0]) - 1]
+
+    def graph_timer(calls):
+        ran.clear()
+        for c in calls:
+            c()
+        j = ran[0][0]
+        sets = {tuple(id(a) for a in r[1]) for r in ran}
+        assert {r[0] for r in ran} == {j} and len(sets) == n and len(calls) == benchmark.graph_calls(batch_ms[j], n)
+
+        def time_it():
+            timed.append(j)
+            return rounds[j][timed.count(j) - 1]
+        return time_it
+
+    l2 = 62914560  # the H200's (hardware.py)
+    n = benchmark.input_sets(tuple(args), l2)
+    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
+    monkeypatch.setattr(base_search, "do_bench", do_bench)
+    monkeypatch.setattr(benchmark, "graph_timer", graph_timer)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"L2_cache_size": l2}))
+    timer = htune.HelionBenchmark(objective=objective)
+    cfgs = [pick, default]
+    timer.measure(bound, args, cfgs)
+    steady = timer.retime(bound, args, cfgs)
+    a, b = (key(c) for c in cfgs)
+    assert timer.timing == objective and timed == [a, b, b, a, a, b]  # alternating rounds either way
+    assert steady == [float(np.median(rounds[j][: htune.VERIFY_ROUNDS])) for j in (a, b)]
+    won = htune.pick(cfgs, steady, default)[0]
+    assert won == (pick if objective == "eager" else default)
+    assert n > 100  # 64x2560 fp16 is 320 KiB: hundreds of copies fill twice the L2
+    with pytest.raises(CostModelError, match="objective"):
+        htune.CostModelAutotuner(objective="wall")
+
+
 def test_a_second_batch_is_re_timed_beside_the_first(monkeypatch):
     """HelionBenchmark: a batch measured with ``more`` keeps the last batch's compiled functions, and the
     re-timing runs those of both (the race's rms_norm pick from the first batch, quick's config from the second;
@@ -755,16 +824,16 @@ def _verified(first):
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs
     classifier drops; the top-k and the default timed; the batch's fastest and the default re-timed by Helion's
-    rebenchmark; steps to the fastest's neighbours; the result correct and never slower than the default as
-    re-timed), and a second process answers
+    rebenchmark, or by graph replay with the graph objective; steps to the fastest's neighbours; the result correct
+    and never slower than the default as re-timed), and a second process answers
     from Helion's cache. rms_norm 4096x2048 bf16: the race's case where the batch's single timing misled."""
     trained = with_runs
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
-    def run(mode, kernel="matmul"):
+    def run(mode, kernel="matmul", objective="eager"):
         r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/tune_gpu.py"), str(trained), "300", mode,
-                            kernel], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
+                            kernel, objective], env=env, capture_output=True, text=True, timeout=600, cwd=ROOT)
         assert r.returncode == 0, r.stderr[-3000:]
         return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -788,8 +857,10 @@ def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     assert configs.config_json(json.loads(cached)) == best
     second = run("cached")  # NoTimer: any timing fails the call
     assert second["last"] == {} and second["rel_err"] <= second["tolerance"]
-    small = run("tune", "rms_norm")
+    assert last["timing"] == "eager"
+    small = run("tune", "rms_norm", "graph")  # re-timed by CUDA-graph replay
     assert small["rel_err"] <= small["tolerance"]  # its twin's space too (row-wise twins, session 20)
+    assert small["last"]["timing"] == "graph" and small["last"]["recipe"]["objective"] == "graph"
     ranked = small["last"]["candidates"] + small["last"]["dropped"]
     assert small["twin_candidates"] > 0 and 300 < ranked <= 300 + small["twin_candidates"]
     _verified(small)

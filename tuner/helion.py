@@ -81,6 +81,12 @@ VERIFY_MS = 40
 # by a median 0.8-3.8% between rounds (race of session 13: the default's and Helion quick's six rounds; bench_helion.py
 # --summarise, round_spread)
 TOLERANCE = 0.03
+# what the verification re-times by: "eager", Helion's own steady do_bench (L2 flushed; where a kernel is about as
+# short as its launch, the launch counts); "graph", a CUDA-graph replay over copies of the arguments that fill twice
+# the L2 (GPU time, the host out of the way: what the race reads). They disagree on the shortest kernels: on softmax
+# 64x2560 fp16 the tune's pick read 4.93 us by do_bench against the default's 5.38, and 2.52 against 2.32 by graph
+# replay (scripts/results/bench_helion-retimed-h200-2026-12-02-s24a.jsonl)
+OBJECTIVES = ("eager", "graph")
 
 
 class HelionFallbackWarning(UserWarning):
@@ -105,11 +111,16 @@ class HelionBenchmark:
     compiled: a recompile would cost seconds), as Helion's final verification does, ``rounds`` times in alternating
     order, and lets go of the search. A batch measured with ``more`` keeps the last one's compiled functions beside
     its own: the re-timing runs them all in the last search's rebenchmark (it calls each member's function on the
-    kernel's arguments, whichever search compiled it)."""
+    kernel's arguments, whichever search compiled it). ``objective`` "graph": the re-timing replays each member's
+    function in a CUDA graph instead (``graph_times``), Helion's rebenchmark where a capture fails."""
 
-    def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True):
-        self.rounds, self.target_ms, self.in_process = rounds, target_ms, in_process
+    def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True,
+                 objective: str = "eager"):
+        if objective not in OBJECTIVES:
+            raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
+        self.rounds, self.target_ms, self.in_process, self.objective = rounds, target_ms, in_process, objective
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
+        self.timing: str | None = None  # how the last re-timing timed (the objective, or why it fell back)
 
     def measure(self, bound, args, configs, more=False):
         kept, self.kept = (self.kept if more else None), None
@@ -152,11 +163,40 @@ class HelionBenchmark:
         ran = [m for m in chosen if m is not None and _finite(m.perf) is not None]
         if len(ran) < 2:  # nothing to compare (Helion's rebenchmark does nothing then)
             return [None] * len(configs)
+        self.timing = "eager"
+        if self.objective == "graph":
+            try:
+                times = graph_times([m.fn for m in ran], [m.perf for m in ran], args, self.rounds)
+                self.timing = "graph"
+                at = {id(m): t for m, t in zip(ran, times)}
+                return [None if m is None else at.get(id(m)) for m in chosen]
+            except Exception as e:  # noqa: BLE001 - a kernel a graph cannot capture: Helion's own timing
+                self.timing = f"eager, graph failed: {type(e).__name__}: {str(e)[:200]}"
         for r in range(self.rounds):
             search.rebenchmark(ran if r % 2 == 0 else ran[::-1], desc="costmodel verification",
                                target_ms=self.target_ms, use_isolated=False, confirm_suspicious=False,
                                use_interleaved=False)
         return [None if m is None else _median(m.perfs[1:]) for m in chosen]  # perfs[0]: the batch's
+
+
+def graph_times(fns: list, call_ms: list[float], args: Sequence[object], rounds: int) -> list[float]:
+    """Median ms per call of each function on ``args``, by CUDA-graph replay (``costmodel.benchmark.graph_timer``)
+    over copies of the tensor arguments that fill twice the L2 (``input_sets``), as many calls as last about
+    GRAPH_MS at ``call_ms`` a call; ``rounds`` rounds in alternating order."""
+    import torch
+
+    from costmodel.benchmark import graph_calls, graph_timer, input_sets
+
+    args = tuple(args)
+    n = input_sets(args, torch.cuda.get_device_properties(torch.cuda.current_device()).L2_cache_size)
+    sets = [args] + [tuple(a.clone() if isinstance(a, torch.Tensor) else a for a in args) for _ in range(n - 1)]
+    timers = [graph_timer([lambda fn=fn, a=sets[i % n]: fn(*a) for i in range(graph_calls(ms, n))])
+              for fn, ms in zip(fns, call_ms)]
+    times: list[list[float]] = [[] for _ in fns]
+    for r in range(rounds):
+        for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
+            times[i].append(timers[i]())
+    return [float(np.median(t)) for t in times]
 
 
 def _timed_search():
@@ -238,7 +278,8 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
          ms: list[float | None]) -> list[dict]:
     """Steps from the fastest config timed so far to its neighbours (``families.neighbours``) not timed yet: the
     model ranks those likely to run (``runnable``), the best of each knob first (``spread``), and the first
-    ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most ``tuner.local_rounds`` times.
+    ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most
+    ``tuner.local_rounds`` times.
     ``batch`` and ``ms`` grow in place; what each step did, in order."""
     if tuner.local <= 0 or tuner.local_rounds <= 0:
         return []
@@ -375,17 +416,20 @@ class CostModelAutotuner:
     many of the batch's fastest are re-timed beside the default; ``tolerance``: how much faster than the default
     (as a fraction) a finalist must re-time to replace it; ``refill``: how many of the next ranked replace each of
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
-    neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none)."""
+    neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``objective``: what
+    the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing, or "graph")."""
 
     def __init__(self, model: str | None = None, *, k: int = K, candidates: int | Callable = N_CANDIDATES,
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
-                 local_rounds: int = LOCAL_ROUNDS):
+                 local_rounds: int = LOCAL_ROUNDS, objective: str = "eager"):
+        if objective not in OBJECTIVES:
+            raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
-        self.local, self.local_rounds = local, local_rounds
-        self.timer = timer or HelionBenchmark()
+        self.local, self.local_rounds, self.objective = local, local_rounds, objective
+        self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
         self.last: dict = {}  # what the last search did: candidates, the batch, the verification, the best, times
@@ -433,7 +477,8 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others."""
-        return {"k": self.k, "refill": self.refill, "local": self.local, "local_rounds": self.local_rounds}
+        return {"k": self.k, "refill": self.refill, "local": self.local, "local_rounds": self.local_rounds,
+                "objective": self.objective}
 
     def say_once(self, why: str) -> None:
         if why not in self.said:
@@ -551,7 +596,8 @@ class CostModelSearch:
         tuner.last = {
             "candidates": len(ranked), "dropped": tuner.dropped,
             "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
-            "refilled": len(more), "steps": steps, "recipe": tuner.recipe(), "default_ms": default_ms, "tolerance": tuner.tolerance,
+            "refilled": len(more), "steps": steps, "recipe": tuner.recipe(), "default_ms": default_ms,
+            "tolerance": tuner.tolerance, "timing": getattr(timer, "timing", None),
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},

@@ -1,8 +1,9 @@
 """Issue 18: where the tuner's step to neighbours (tuner.helion.step) would go on the race's rows (CPU).
 
 Per race row (``bench_helion.py`` output): the fastest config its costmodel tune timed, that config's neighbours in
-this machine's Helion space (``families.neighbours``; the kernel bound on CPU tensors), the model's order of them (``model_first``) and the order
-a step times them in (``tuner.helion.spread``: the first of each knob first), and Helion quick's pick: how many knobs apart it is from the fastest (flattened as Helion's ConfigGeneration flattens)
+this machine's Helion space (``families.neighbours``; the kernel bound on CPU tensors), the model's order of them
+(``model_first``) and the order a step times them in (``tuner.helion.spread``: the first of each knob first), and
+Helion quick's pick: how many knobs apart it is from the fastest (flattened as Helion's ConfigGeneration flattens)
 and, one knob apart, its rank among the neighbours. Nothing is timed: which step pays is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_steps.py scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl \

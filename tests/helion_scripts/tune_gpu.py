@@ -2,8 +2,8 @@
 JSON object: the config, Helion's default config, the wall time of the call that tuned, and what the search did
 (``CostModelAutotuner.last``: the batch, the verification's finalists and their re-timed ms, the winner; empty when
 Helion's cache answered). ``argv``: the Helion model directory, candidates to rank, ``tune`` or ``cached`` (refuse
-any timing: the cache must answer), and the kernel (default matmul; rms_norm is the race's case where the batch's
-single timing misled)."""
+any timing: the cache must answer), the kernel (default matmul; rms_norm is the race's case where the batch's
+single timing misled) and the tuner's objective (default eager)."""
 
 import json
 import sys
@@ -28,7 +28,9 @@ class NoTimer:
 
 model_dir, n, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 name = sys.argv[4] if len(sys.argv) > 4 else "matmul"
-tuner = htune.CostModelAutotuner(model_dir, k=4, candidates=n, timer=NoTimer() if mode == "cached" else None)
+objective = sys.argv[5] if len(sys.argv) > 5 else "eager"
+tuner = htune.CostModelAutotuner(model_dir, k=4, candidates=n, timer=NoTimer() if mode == "cached" else None,
+                                 objective=objective)
 fam = families.get(name)
 problem, dtype = PROBLEMS[name]
 args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
