@@ -355,7 +355,7 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all); with "
-              "--retime, the rows of those problems")
+              "--retime, the rows of those problems, in this order (each problem's last row in the files)")
 @click.option("--full", default=0, help="also run Helion's full effort on the first N problems run (minutes each; "
               "with --retime, on the first N rows without it)")
 @click.option("--out", default="bench_helion.jsonl", help="rows are appended here, one JSON line per problem")
@@ -399,8 +399,9 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         for i, p in enumerate(problems):
             print(i, *p)
         return
-    wanted = {problems.index(c) for c in chosen}
-    to_retime = [r for r in read_rows(retime_files) if r.get("index") in wanted] if retime_files else []
+    wanted = [problems.index(c) for c in chosen]
+    latest = {r.get("index"): r for r in read_rows(retime_files)}  # a problem raced again: its later row
+    to_retime = [latest[i] for i in wanted if i in latest]  # in --only's order
     if retune and not retime_files:
         raise click.UsageError("--retune re-tunes raced rows: give them with --retime")
     if retime_files and not to_retime:

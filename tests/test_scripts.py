@@ -404,7 +404,8 @@ def test_helion_race_retune_tunes_costmodel_anew_beside_the_rows_helion_picks(be
 
 
 def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helion, monkeypatch, tmp_path):
-    """--retime FILE --only I,J re-times only those problems' rows (by their race index); none of them: exit 2."""
+    """--retime FILE --only I,J re-times only those problems' rows (by their race index), in that order, each
+    problem's last row of the files once; none of them: exit 2."""
     import types
 
     from click.testing import CliRunner
@@ -416,11 +417,16 @@ def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helio
     monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
     monkeypatch.setattr(bench_helion, "retime", lambda rows, *a: got.append(([r["index"] for r in rows], a[3])))
     args = ["--retime", files[0], "--retime", files[1], "--out", str(tmp_path / "r.jsonl")]
-    r = CliRunner().invoke(bench_helion.main, [*args, "--only", "3,14", "--full", "1"])
+    r = CliRunner().invoke(bench_helion.main, [*args, "--only", "14,3", "--full", "1"])
     assert r.exit_code == 0, r.output
-    assert got == [([3, 14], 1)]
+    assert got == [([14, 3], 1)]
     r = CliRunner().invoke(bench_helion.main, args)
-    assert r.exit_code == 0 and got[-1] == ([12, 4, 3, 5, 14], 0)
+    assert r.exit_code == 0 and got[-1] == ([3, 4, 5, 12, 14], 0)
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, *a: got.append([(r["index"], "retimed" in r)
+                                                                             for r in rows]))
+    retimed = str(ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-02-s24a.jsonl")  # 3, 4, 5 timed again
+    r = CliRunner().invoke(bench_helion.main, [*args, "--retime", retimed, "--only", "5,12,3"])
+    assert r.exit_code == 0 and got[-1] == [(5, True), (12, False), (3, True)]  # the later file's rows
     r = CliRunner().invoke(bench_helion.main, [*args, "--only", "0"])
     assert r.exit_code == 2 and "no raced row of problems [0]" in r.output
 
