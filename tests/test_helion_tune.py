@@ -356,6 +356,10 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
 
     got, _, asked = tune(local=0)
     assert len(asked) == 1 and y not in asked[0]
+    with pytest.MonkeyPatch.context() as mp:  # a space Helion cannot step in: the tune goes on without steps
+        mp.setattr(families, "neighbours", lambda *a: 1 / 0)
+        got, tuner, asked = tune()
+        assert len(asked) == 1 and tuner.last["steps"][0]["error"].startswith("ZeroDivisionError")
     got, tuner, asked = tune(local=100, local_rounds=2)
     cm, call = helion_model.load(trained), htune.Call.of(bound, args)
     near = [c for c in families.neighbours(bound, json.loads(x)) if key(c) not in asked[0]]

@@ -64,10 +64,12 @@ K = 8  # timed besides the default; issue 18 measures top-8 on left-out kernels
 REFILL = 2
 # then the batch's fastest steps to its neighbours in Helion's space (each knob a step of its fragment, as Helion's
 # pattern search steps): the model ranks them and the first LOCAL are timed, up to LOCAL_ROUNDS times while a step
-# finds a faster config. Helion quick's wins over the top k in session 24's race were one or two steps from the
-# batch's fastest: layer_norm 11306x10912 a reduction loop of 4,096 at 16 warps beside the batch's 8,192 at 8
-# (0.854 of quick), matmul 4155x4096x4476 bf16 the batch's 128x256x64 tile with tensor-descriptor loads (0.907)
-# (scripts/results/bench_helion-h200-2026-12-02-s24{a,b}.jsonl).
+# finds a faster config. Where Helion quick beat the top k in session 24's race, its pick was near the batch's
+# fastest: layer_norm 11306x10912 a reduction loop of 4,096 at 16 warps beside the batch's 8,192 at 8 (0.854 of
+# quick), matmul 4155x4096x4476 bf16 the batch's 128x256x64 tile, not persistent, with tensor-descriptor loads
+# (0.907) (scripts/results/bench_helion-h200-2026-12-02-s24{a,b}.jsonl): 4 knobs away each, 2-8 over the race's rows
+# (scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl). Two steps of one knob reach part of that way; what they
+# buy on the H200 is not measured yet.
 LOCAL = 6
 LOCAL_ROUNDS = 2
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
@@ -603,9 +605,9 @@ class CostModelSearch:
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},
             "rank_s": t_ranked - t0, "measure_s": t_measured - t_ranked, "verify_s": t_end - t_measured,
             "wall_s": t_end - t0}
+        stepped = sum(s.get("timed", 0) for s in steps)
         self.log(f"costmodel: ranked {len(ranked)} configs in {t_ranked - t0:.2f} s, timed {len(batch)} ({len(more)} "
-                 f"in place of {lost} that did not run, {sum(s['timed'] for s in steps)} in {len(steps)} steps to "
-                 f"neighbours), re-timed "
+                 f"in place of {lost} that did not run, {stepped} in {len(steps)} steps to neighbours), re-timed "
                  f"{len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default {default_ms} ms in the "
                  f"batch)")
         return _config(best)
