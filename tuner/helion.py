@@ -322,11 +322,11 @@ def spread(base: dict, ranked: list[dict]) -> list[dict]:
     def knobs(c: dict) -> tuple[str, ...]:
         return tuple(sorted(k for k in set(base) | set(c) if base.get(k) != c.get(k)))
 
-    first: dict[tuple[str, ...], dict] = {}
-    for c in ranked:
-        first.setdefault(knobs(c), c)
-    lead = list(first.values())
-    return lead + [c for c in ranked if not any(c is f for f in lead)]
+    first: dict[tuple[str, ...], int] = {}
+    for i, c in enumerate(ranked):
+        first.setdefault(knobs(c), i)
+    lead = set(first.values())
+    return [ranked[i] for i in first.values()] + [c for i, c in enumerate(ranked) if i not in lead]
 
 
 def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
