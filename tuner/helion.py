@@ -315,10 +315,11 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
 
 def spread(base: dict, ranked: list[dict]) -> list[dict]:
     """``ranked`` neighbours of ``base``, the first of each knob they change first (in their order), then the rest
-    in order: a step tries several knobs. On the race's 14 raced rows, the shipped model's first six neighbours of
-    the batch's fastest changed one knob (a load's eviction policy or indexing, or matmul's range knobs) three to
-    five times in 12, and 2-5 knobs in all; Helion quick's pick was 2-8 knobs away from that fastest
-    (scripts/experiments/helion_steps.py, scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl)."""
+    in order: a step tries several knobs. In Helion 1.4.0's space as the H200 has it, the shipped model's first six
+    neighbours of the batch's fastest in the race's 14 raced rows held one knob (a load's eviction policy or
+    indexing, or matmul's range knobs) three to five times in 11 and 2-4 knobs in all; Helion quick's pick was 2-8
+    knobs away from that fastest (scripts/experiments/helion_steps.py --tma under Helion 1.4.0:
+    scripts/results/helion_steps-helion140-cpu-2026-12-02-s24.jsonl)."""
     def knobs(c: dict) -> tuple[str, ...]:
         return tuple(sorted(k for k in set(base) | set(c) if base.get(k) != c.get(k)))
 

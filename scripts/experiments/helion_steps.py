@@ -7,7 +7,10 @@ Helion quick's pick: how many knobs apart it is from the fastest (flattened as H
 and, one knob apart, its rank among the neighbours. Nothing is timed: which step pays is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_steps.py scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl \
-        [--model nvidia-h200] [--local 6] [--json]
+        [--model nvidia-h200] [--local 6] [--tma] [--json]
+
+Run under Helion 1.4.0 (the H200's; it imports beside torch 2.11, not 2.13) with --tma, the space is the one the
+H200's tunes step in.
 """
 
 from __future__ import annotations
@@ -79,8 +82,14 @@ def changed(base: dict, c: dict) -> dict:
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
-def main(rows_files, model, local, as_json) -> None:
+@click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says no, "
+              "and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
+def main(rows_files, model, local, as_json, tma) -> None:
     warnings.simplefilter("ignore")
+    if tma:
+        import helion._compat
+
+        helion._compat._supports_tensor_descriptor = lambda: True  # its own hook "we can patch in testing"
     cm = helion_model.load(model)
     try:
         rows = [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
