@@ -48,7 +48,7 @@ import numpy as np
 
 from benchlib import alternating, cold_triton_cache, log
 from costmodel import benchmarks, dataset
-from costmodel.benchmark import MAX_SETS, graph_calls, graph_timer, input_sets, relative_error  # noqa: F401
+from costmodel.benchmark import graph_calls, graph_timer, input_sets, relative_error
 from costmodel.dataset import canonical_json
 from costmodel.errors import CostModelError
 from costmodel.evaluation import geomean
@@ -147,8 +147,8 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
 def latencies(name: str, problem: dict, dtype: str, chosen: dict[str, dict], rounds: int, l2_bytes: int) -> dict:
     """Each distinct chosen config (``same_configs``) run once and checked against the reference, then those within
     tolerance timed in ``rounds`` alternating rounds two ways: do_bench (median, L2 flushed; where the host's launch
-    outlasts the flush, likely counted too) and a CUDA-graph replay over ``input_sets`` (``benchlib.graph_timer``: the
-    kernel's GPU time, the host out of the way). Per chooser: the medians of its config's rounds, the rounds, the
+    outlasts the flush, likely counted too) and a CUDA-graph replay over ``input_sets`` (``graph_timer``: the kernel's
+    GPU time, the host out of the way). Per chooser: the medians of its config's rounds, the rounds, the
     relative error; a config two choosers share is one kernel, so both get the same figures."""
     import helion
     from triton.testing import do_bench

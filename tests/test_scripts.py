@@ -306,16 +306,21 @@ def test_helion_race_figures_read_the_graph_replay_where_a_row_has_one(bench_hel
         row["latency_ms"]["quick"] / row["latency_ms"]["costmodel"])
 
 
-def test_helion_race_input_sets_fill_twice_the_l2(bench_helion):
+def test_graph_replays_input_sets_fill_twice_the_l2_and_calls_last_graph_ms():
+    """The input sets and calls of a graph replay (the race's timing, the Helion tuner's graph objective)."""
     import torch
+
+    from costmodel.benchmark import GRAPH_MS, MAX_CALLS, MAX_SETS, graph_calls, input_sets
 
     l2 = 62914560  # the H200's (hardware.py)
     small = (torch.empty(64, 3072, dtype=torch.float16),)  # 384 KiB: 320 sets are 2 x 60 MiB
-    assert bench_helion.input_sets(small, l2) == 320
+    assert input_sets(small, l2) == 320
     big = (torch.empty(8192, 8192, dtype=torch.float16), 7, torch.empty(8192, dtype=torch.float16))
-    assert bench_helion.input_sets(big, l2) == 1
+    assert input_sets(big, l2) == 1
     tiny = (torch.empty(4, dtype=torch.float16),)
-    assert bench_helion.input_sets(tiny, l2) == bench_helion.MAX_SETS
+    assert input_sets(tiny, l2) == MAX_SETS
+    assert graph_calls(GRAPH_MS / 7.5, 1) == 8 and graph_calls(GRAPH_MS / 7.5, 320) == 320  # every set once
+    assert graph_calls(GRAPH_MS * 2, 1) == 1 and graph_calls(1e-9, 1) == MAX_CALLS
 
 
 def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, monkeypatch):
