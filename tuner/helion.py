@@ -142,7 +142,7 @@ class HelionBenchmark:
             settings.autotune_benchmark_subprocess = False
         try:
             if len(configs) > 1:  # nothing to check a single config against
-                search = _timed_search()(bound, args, [_config(c) for c in configs])
+                search = _timed_search()(bound, args, [families.helion_config(c) for c in configs])
                 search.autotune(skip_cache=True)
                 kept = search, {**(kept[1] if kept else {}),
                                 **{hconfigs.config_json(m.config, counts): m for m in search.members}}
@@ -360,12 +360,6 @@ def alternate(ranked: list[list[dict]]) -> list[dict]:
     return list(out.values())
 
 
-def _config(canonical: dict):
-    import helion
-
-    return helion.Config(**canonical)
-
-
 def _dtype(args) -> str:
     import torch
 
@@ -520,8 +514,9 @@ class CostModelAutotuner:
         from helion.runtime.settings import default_autotuner_fn
 
         tuner = default_autotuner_fn(bound, args, **kwargs)
-        seeds: Callable[[], list] = (lambda: [_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]]
-                                     ) if cm is not None else list
+        seeds: Callable[[], list] = (
+            lambda: [families.helion_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]]
+        ) if cm is not None else list
         factory = tuner._autotuner_factory
         tuner.autotuner = Seeded(tuner.autotuner, seeds)
         if factory is not None:
@@ -611,7 +606,7 @@ class CostModelSearch:
                  f"in place of {lost} that did not run, {stepped} in {len(steps)} steps to neighbours), re-timed "
                  f"{len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default {default_ms} ms in the "
                  f"batch)")
-        return _config(best)
+        return families.helion_config(best)
 
 
 costmodel_autotuner = CostModelAutotuner()

@@ -470,7 +470,7 @@ def neighbours(bound, config: Mapping) -> list[dict]:
     spec = bound.config_spec
     counts = op_counts(spec)
     gen = ConfigGeneration(spec)
-    base = gen.flatten(_helion_config(config))
+    base = gen.flatten(helion_config(config))
     fixed = set(gen.overridden_flat_indices)
     steps = [[] if i in fixed else f.pattern_neighbors(base[i]) for i, f in enumerate(gen.flat_spec)]
     flats = [[*base[:i], v, *base[i + 1:]] for i, vs in enumerate(steps) for v in vs]
@@ -491,7 +491,8 @@ def neighbours(bound, config: Mapping) -> list[dict]:
     return list(out.values())
 
 
-def _helion_config(canonical: Mapping):
+def helion_config(canonical: Mapping):
+    """The ``helion.Config`` of a canonical config."""
     import helion
 
     return helion.Config(**dict(canonical))

@@ -34,7 +34,7 @@ def knobs_apart(bound, a: dict, b: dict) -> list[str]:
     from helion.autotuner.config_generation import ConfigGeneration
 
     gen = ConfigGeneration(bound.config_spec)
-    fa, fb = gen.flatten(families._helion_config(a)), gen.flatten(families._helion_config(b))
+    fa, fb = gen.flatten(families.helion_config(a)), gen.flatten(families.helion_config(b))
     return [f"{type(gen.flat_spec[i]).__name__}[{i}]: {x} -> {y}" for i, (x, y) in enumerate(zip(fa, fb)) if x != y]
 
 
