@@ -381,8 +381,53 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
     if len(steps) == 2:  # the second step from the first's fastest, none of it timed before
         assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
         assert not set(asked[2]) & set(asked[0] + asked[1])
-    assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "local": 100, "local_rounds": 2,
-                                    "objective": "eager"}
+    assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "climb": htune.CLIMB, "local": 100,
+                                    "local_rounds": 2, "objective": "eager"}
+
+
+def test_the_climb_times_beside_the_top_k_configs_the_model_scores_above_all_it_ranked(rows, trained, monkeypatch):
+    """A recorded group's configs, the half the model scores lowest the candidates: the model's climb over Helion's
+    neighbourhood gives at most ``CLIMB`` configs, none of those ranked, each scored by the model above every ranked
+    config, best first, in at most ``CLIMB_ROUNDS`` rounds; climbing again with its best ranked first gives only configs
+    scored above that one. The tune times them in its first batch after the top k, before the default; with ``climb`` 0,
+    the top k and the default alone; where Helion's space cannot step, none."""
+    g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:layer_norm" and x[0].num_rows >= 40)
+    bound, args = _bound(kernel, problem, dtype)
+    cm, call, key, replay = helion_model.load(trained), htune.Call.of(bound, args), configs.config_json, \
+        htune.HelionReplay(g)
+
+    def score(cs):
+        return list(helion_model.score(cm, call.kernel, call.problem, call.dtype, [key(c) for c in cs], call.shape))
+
+    recorded = [json.loads(c) for c in g["config_json"].to_pylist()]
+    s = score(recorded)
+    pool = [c for c, x in zip(recorded, s) if x < np.median(s)]  # the half scored lowest: room to climb
+
+    def tune(**kw):
+        t = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: pool, timer=replay, gpu=GPU,
+                                     helion_version="1.4.0", local=0, **kw)
+        replay.asked.clear()
+        htune.CostModelSearch(t, cm, bound, args).autotune()
+        return t, [[key(c) for c in b] for b in replay.asked]
+
+    t = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: pool, timer=replay, gpu=GPU)
+    ranked, default = t.ranked(cm, bound, args)
+    got, record = htune.climb(t, cm, bound, call, ranked)
+    s = score(got)
+    assert 1 <= len(got) <= htune.CLIMB and not {key(c) for c in got} & {key(c) for c in ranked}
+    assert min(s) > max(score(ranked)) and s == sorted(s, reverse=True) and 1 <= record["rounds"] <= htune.CLIMB_ROUNDS
+    assert np.allclose(record["scores"], s) and record["timed"] == len(got) <= record["above"] <= record["scored"]
+    again, _ = htune.climb(t, cm, bound, call, [got[0], *ranked])  # ranked, the climb's best is the bar to pass
+    assert key(got[0]) not in map(key, again) and all(x > s[0] for x in score(again))
+    top, d = [key(c) for c in ranked[:K]], key(default)
+    tuner, asked = tune()
+    assert asked[0] == top + [key(c) for c in got] + ([] if d in top else [d])
+    assert tuner.last["climb"] == record and tuner.recipe()["climb"] == htune.CLIMB
+    tuner, asked = tune(climb=0)
+    assert asked[0] == top + ([] if d in top else [d]) and tuner.last["climb"] == {}
+    monkeypatch.setattr(families, "neighbours", lambda *a: 1 / 0)
+    tuner, asked = tune()
+    assert asked[0] == top + ([] if d in top else [d]) and tuner.last["climb"]["error"].startswith("ZeroDivision")
 
 
 def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
@@ -488,7 +533,7 @@ class RaceTuner(htune.CostModelAutotuner):
 
 def _race_tune(row, trained, **kw):
     replay = _race_replay(row)
-    tuner = RaceTuner(row, trained, timer=replay, **{"local": 0, **kw})  # the race's rows predate the steps
+    tuner = RaceTuner(row, trained, timer=replay, **{"local": 0, "climb": 0, **kw})  # rows older than steps, climb
     got = tuner(*_bound(row["kernel"], row["problem"], row["dtype"])).autotune(skip_cache=True)  # a search each time
     return configs.config_json(got), tuner, replay
 
@@ -826,11 +871,11 @@ def _verified(first):
 
 @pytest.mark.gpu
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
-    """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs
-    classifier drops; the top-k and the default timed; the batch's fastest and the default re-timed by Helion's
-    rebenchmark, or by graph replay with the graph objective; steps to the fastest's neighbours; the result correct
-    and never slower than the default as re-timed), and a second process answers
-    from Helion's cache. rms_norm 4096x2048 bf16: the race's case where the batch's single timing misled."""
+    """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs classifier
+    drops; the top-k and the default timed; the batch's fastest and the default re-timed by Helion's rebenchmark, or by
+    graph replay with the graph objective; the climb's configs beside the top k, steps to the fastest's neighbours; the
+    result correct and never slower than the default as re-timed), and a second process answers from Helion's cache.
+    rms_norm 4096x2048 bf16: the race's case where the batch's single timing misled."""
     trained = with_runs
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"), "PYTHONPATH": os.pathsep.join(
         [str(ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -850,11 +895,13 @@ def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     # the top 4 and the default, then twice as many of the next ranked as the top 4 lost (a second batch)
     lost = sum(t["ms"] is None for t in last["timed"][:4] if t["config"] != first["default"])
     assert last["refilled"] <= htune.REFILL * lost
-    # then steps to the fastest's neighbours (Helion's space stepped from it on the GPU), LOCAL at most a step
-    steps = last["steps"]
+    # the climb's configs in the first batch (Helion's space climbed in on the GPU), then steps to the fastest's
+    # neighbours, LOCAL at most a step
+    steps, climbed = last["steps"], last["climb"].get("timed", 0)
+    assert "error" not in last["climb"] and climbed <= htune.CLIMB, last["climb"]
     assert 1 <= len(steps) <= htune.LOCAL_ROUNDS and all(0 < s["timed"] <= htune.LOCAL for s in steps), steps
-    assert len(last["timed"]) == 5 + last["refilled"] + sum(s["timed"] for s in steps) - (first["default"] in [
-        t["config"] for t in last["timed"][:4]])
+    assert len(last["timed"]) == 5 + climbed + last["refilled"] + sum(s["timed"] for s in steps) - (
+        first["default"] in [t["config"] for t in last["timed"][:4]])
     assert last["default_ms"] is not None
     best = _verified(first)
     cached = json.loads(next((tmp_path / "helion").glob("*.best_config")).read_text())["config"]

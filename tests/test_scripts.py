@@ -440,8 +440,8 @@ def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion
     """--still-valid on session 23's race rows with the shipped Helion model: the softmax rows (every timed config
     likely to run) would be tuned alike; attention 3x16x3681 would not, and each timed config the filter would now
     drop is one that gave no time on the H200. A row of another ranker is never valid; without a runs classifier
-    every row of the same ranker is. Those rows were tuned without steps to neighbours, so as they are none is valid:
-    the filter's verdicts are read with the recipe the tuner has now set in them."""
+    every row of the same ranker is. Those rows were tuned without steps to neighbours by an earlier model, so as
+    they are none is valid: the filter's verdicts are read with the recipe and model hash of today's set in them."""
     import shutil
 
     from costmodel.helion import model as helion_model
@@ -452,8 +452,9 @@ def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion
     cm = helion_model.load("nvidia-h200")
     assert not any(o["valid"] or o["same_recipe"] for o in bench_helion.still_valid(raced, cm))
     rows = json.loads(json.dumps(raced))
-    for r in rows:
+    for r in rows:  # as if ranked by the shipped model (retrained since) with today's recipe
         r["costmodel"]["search"]["recipe"] = CostModelAutotuner(objective=bench_helion.OBJECTIVE).recipe()
+        r["costmodel"]["model_data_hash"] = cm.meta["data"]["hash"]
     out = bench_helion.still_valid(rows, cm)
     for r, o in zip(rows, out):
         if r["kernel"] == "helion:softmax":

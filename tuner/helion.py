@@ -15,18 +15,19 @@ Our search (``CostModelSearch.autotune``): the candidates (``families.candidates
 default, seed configs, then a seeded random population of its ConfigSpec; the same generation for a kernel that is
 no family here; for a costmodel kernel with a Triton twin, also the twin's space read as this kernel's configs,
 ``families.twin_candidates``), ranked by the model, less those that the classifier shipped beside it gives less than
-``helion_model.RUN_FLOOR`` chance to run (``runnable``: never fewer than k left), the top ``k`` and Helion's default
-timed in one batch through a
+``helion_model.RUN_FLOOR`` chance to run (``runnable``: never fewer than k left); the top ``k``, the few configs the
+model scores above all of them one to three steps away (``climb``) and Helion's default timed in one batch through a
 ``HelionTimer`` (on the GPU: Helion's own compile-and-benchmark path, ``benchmark_batch``, with its accuracy check
 against the default config's output, timed in this process rather than in Helion 1.4.0's spawned benchmark worker,
 which cost every cold tune 15-20 s). Where some of the top k did not compile, run or pass the check, ``refill``
-times as many of the next ranked are timed in a second batch. Then a final verification, as Helion's own searches
-end: the batches' fastest ``verify`` and the default, always, are re-timed with steadier timing (Helion's
-``rebenchmark``: steady do_bench, ``VERIFY_ROUNDS`` rounds in alternating order, their median), and the fastest of
-that re-timing wins; the default unless another beats it by more than ``tolerance``. One batch timing of a
-microsecond kernel misleads: rms_norm 4096x2048 bf16 on the H200 timed 0.0118 ms against the default's 0.0140 in the
-batch, 0.0159 against 0.0142 in six steady rounds (race of session 13), and a tuner that trusted the batch returned
-a config 12% slower than the default.
+times as many of the next ranked are timed in a second batch. From the fastest timed, steps to its neighbours
+(``step``), each timing the model's best few, while a step finds a faster config. Then a final verification, as
+Helion's own searches end: the batches' fastest ``verify`` and the default, always, are re-timed with steadier
+timing (Helion's ``rebenchmark``: steady do_bench, ``VERIFY_ROUNDS`` rounds in alternating order, their median), and
+the fastest of that re-timing wins; the default unless another beats it by more than ``tolerance``. One batch timing
+of a microsecond kernel misleads: rms_norm 4096x2048 bf16 on the H200 timed 0.0118 ms against the default's 0.0140
+in the batch, 0.0159 against 0.0142 in six steady rounds (race of session 13), and a tuner that trusted the batch
+returned a config 12% slower than the default.
 
 Where the model does not fit (no Helion model for this GPU, a model of another feature schema or Helion version,
 a kernel whose structure, tiles and reductions, no kernel of its data had), it says so once per reason
@@ -71,7 +72,25 @@ REFILL = 2
 # (scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl). Two steps of one knob reach part of that way; what they
 # buy on the H200 is not measured yet.
 LOCAL = 6
-LOCAL_ROUNDS = 2
+# Session 25's race (all 15 problems with 2 steps at most): in 4 tunes both steps found a faster config, so the cap
+# ended the walk. One of them lost to quick: rms_norm 13911x12466 (0.982), its steps took the loop from 8,192 to
+# 4,096 to 2,048, and quick's pick loops over 1,024 (scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl). A step
+# costs 6 compiles: some 1.6 s on the norms, 8 s on attention (the tunes' measure_s over the configs they timed),
+# whose second steps found nothing faster there.
+LOCAL_ROUNDS = 4
+# the model's climb: a beam ascent on the model's score over Helion's neighbourhood (``families.neighbours``, what a
+# step times) from the ranking's first CLIMB_FROM, CLIMB_ROUNDS rounds, nothing timed; the CLIMB configs it scores
+# above everything ranked are timed in the first batch beside the top k (``climb``). The random population seldom
+# holds a move of several knobs at once: on the race's matmul 4155x4096x4476 bf16 the shipped model (data
+# ddb56a4e076d83d6) scores Helion quick's pick, the batch's 128x256x64 tile not persistent with three
+# tensor-descriptor loads, 1.43, the best of its 1,560 candidates 1.03; no candidate was quick's pick, and the tune
+# lost to it (0.916). The climb reaches that tile with three tensor-descriptor loads, persistent, at 1.90 (Helion
+# 1.4.0's space: scripts/experiments/helion_climb.py --tma, its output helion_climb-helion140-cpu-2026-12-03-s25.jsonl
+# in scripts/results). On the two norms that lost, quick's picks rank 36th and 38th among the candidates: the climb
+# goes where the model looks, not where quick went. What the climbed configs time is for the H200 to say.
+CLIMB = 3
+CLIMB_FROM = 4
+CLIMB_ROUNDS = 3
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -313,6 +332,46 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
     return out
 
 
+def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
+          ranked: list[dict]) -> tuple[list[dict], dict]:
+    """(configs the model scores above everything in ``ranked``, what the climb did): a beam ascent on the model's
+    score from the first ``CLIMB_FROM`` of ``ranked``. Each round scores the beam's neighbours not scored yet
+    (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``CLIMB_ROUNDS`` rounds
+    or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs classifier
+    lets through (``runnable``), the first ``tuner.climb``, best first. Nothing is timed."""
+    if tuner.climb <= 0 or not ranked:
+        return [], {}
+    key = hconfigs.config_json
+
+    def score(cs: list[dict]) -> dict[str, float]:
+        keys = [key(c) for c in cs]
+        got = helion_model.score(cm, call.kernel, call.problem, call.dtype, keys, call.shape)
+        return dict(zip(keys, map(float, got)))
+
+    beam = ranked[:CLIMB_FROM]
+    scores = score(beam)
+    bar, seen, found, rounds = max(scores.values()), {key(c) for c in ranked}, {}, 0
+    try:
+        for rounds in range(1, CLIMB_ROUNDS + 1):
+            near = {key(n): n for c in beam for n in families.neighbours(bound, c) if key(n) not in seen}
+            if not near:
+                break
+            seen |= set(near)
+            scores |= score(list(near.values()))
+            found |= near
+            pool = {key(c): c for c in beam} | near
+            top = sorted(pool, key=scores.__getitem__, reverse=True)[:CLIMB_FROM]
+            if set(top) == {key(c) for c in beam}:
+                break
+            beam = [pool[k] for k in top]
+    except Exception as e:  # noqa: BLE001 - Helion's space could not step: the tune goes on without the climb
+        return [], {"error": f"{type(e).__name__}: {str(e)[:300]}"}
+    above = sorted((k for k in found if scores[k] > bar), key=scores.__getitem__, reverse=True)
+    out = runnable(cm, call, [found[k] for k in above], 0)[: tuner.climb]
+    return out, {"rounds": rounds, "scored": len(found), "above": len(above), "timed": len(out), "bar": bar,
+                 "scores": [scores[key(c)] for c in out]}
+
+
 def spread(base: dict, ranked: list[dict]) -> list[dict]:
     """``ranked`` neighbours of ``base``, the first of each knob they change first (in their order), then the rest
     in order: a step tries several knobs. In Helion 1.4.0's space as the H200 has it, the shipped model's first six
@@ -413,19 +472,21 @@ class CostModelAutotuner:
     many of the batch's fastest are re-timed beside the default; ``tolerance``: how much faster than the default
     (as a fraction) a finalist must re-time to replace it; ``refill``: how many of the next ranked replace each of
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
-    neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``objective``: what
-    the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing, or "graph")."""
+    neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``climb``: how
+    many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none);
+    ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
+    or "graph")."""
 
     def __init__(self, model: str | None = None, *, k: int = K, candidates: int | Callable = N_CANDIDATES,
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
-                 local_rounds: int = LOCAL_ROUNDS, objective: str = "eager"):
+                 local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
-        self.local, self.local_rounds, self.objective = local, local_rounds, objective
+        self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -474,8 +535,8 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others."""
-        return {"k": self.k, "refill": self.refill, "local": self.local, "local_rounds": self.local_rounds,
-                "objective": self.objective}
+        return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
+                "local_rounds": self.local_rounds, "objective": self.objective}
 
     def say_once(self, why: str) -> None:
         if why not in self.said:
@@ -571,9 +632,10 @@ class CostModelSearch:
         ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
         t_ranked = time.perf_counter()
         top = ranked[: tuner.k]
-        batch = top if default in top else [*top, default]
+        climbed, climbing = climb(tuner, self.cm, self.kernel, Call.of(self.kernel, self.args), ranked)
+        batch = [*top, *climbed] + ([] if default in top else [default])
         ms = timer.measure(self.kernel, self.args, batch)
-        lost = sum(t is None for c, t in zip(batch, ms) if c != default)
+        lost = sum(t is None for c, t in zip(batch, ms) if c != default and c in top)
         more = [c for c in ranked[tuner.k: tuner.k + tuner.refill * lost] if c != default]
         if more:
             batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
@@ -594,7 +656,8 @@ class CostModelSearch:
         tuner.last = {
             "candidates": len(ranked), "dropped": tuner.dropped,
             "timed": [{"config": c, "ms": t} for c, t in zip(batch, ms)],
-            "refilled": len(more), "steps": steps, "recipe": tuner.recipe(), "default_ms": default_ms,
+            "refilled": len(more), "climb": climbing, "steps": steps, "recipe": tuner.recipe(),
+            "default_ms": default_ms,
             "tolerance": tuner.tolerance, "timing": getattr(timer, "timing", None),
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],

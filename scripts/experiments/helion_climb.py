@@ -1,0 +1,93 @@
+"""Issue 18: what the tuner's climb (tuner.helion.climb) would time on the race's rows, beside Helion quick's pick
+(CPU, nothing timed).
+
+Per race row (``bench_helion.py`` output): the candidates ranked as the tuner ranks them, the model's score of the
+best of them, of Helion quick's pick and that pick's rank among them (was it a candidate?), and the configs the climb
+adds to the first batch: their scores, and how many knobs each is from quick's pick (flattened as Helion's
+ConfigGeneration flattens). Whether they are fast is for the H200 to say.
+
+    .venv/bin/python scripts/experiments/helion_climb.py scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl \
+        [--model nvidia-h200] [--tma] [--json]
+
+Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --tma, the space is the
+one the H200's tunes climb in.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import click
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
+from costmodel.helion import configs, families  # noqa: E402
+from costmodel.helion import model as helion_model  # noqa: E402
+from helion_steps import brief, knobs_apart  # noqa: E402
+
+
+def one(row: dict, cm) -> dict:
+    from tuner.helion import Call, CostModelAutotuner, climb
+
+    fam = families.get(row["kernel"].removeprefix("helion:"))
+    bound, args = fam.bind(row["problem"], row["dtype"])
+    call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu)
+    t0 = time.perf_counter()
+    ranked, _ = tuner.ranked(cm, bound, args)
+    t1 = time.perf_counter()
+    got, record = climb(tuner, cm, bound, call, ranked)
+    t2 = time.perf_counter()
+    keys = [configs.config_json(c) for c in ranked]
+    quick = row["quick"]["config"]
+    s = helion_model.score(cm, call.kernel, call.problem, call.dtype, [*keys, configs.config_json(quick)], call.shape)
+    s_ranked, s_quick = np.asarray(s[:-1]), float(s[-1])
+    return {"kernel": row["kernel"], "problem": row["problem"], "dtype": row["dtype"], "index": row.get("index"),
+            "candidates": len(ranked), "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
+            "quick_is_candidate": configs.config_json(quick) in keys,
+            "quick_rank": int((s_ranked > s_quick).sum()) + 1, "quick": brief(quick),
+            "climbed": [{"config": brief(c), "score": sc, "knobs_from_quick": len(knobs_apart(bound, c, quick))}
+                        for c, sc in zip(got, record.get("scores", []))],
+            "climb": {k: v for k, v in record.items() if k != "scores"},
+            "rank_s": t1 - t0, "climb_s": t2 - t1}
+
+
+@click.command()
+@click.argument("rows_files", nargs=-1, required=True)
+@click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
+@click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
+@click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says no, "
+              "and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
+def main(rows_files, model, as_json, tma) -> None:
+    warnings.simplefilter("ignore")
+    if tma:
+        import helion._compat
+
+        helion._compat._supports_tensor_descriptor = lambda: True  # its own hook "we can patch in testing"
+    cm = helion_model.load(model)
+    try:
+        rows = [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
+    except (OSError, ValueError) as e:
+        raise click.UsageError(f"cannot read race rows: {e}") from None
+    for row in rows:
+        if not row.get("quick", {}).get("config"):
+            continue
+        out = one(row, cm)
+        if as_json:
+            print(json.dumps(out))
+        else:
+            print(f"{out['kernel']} {out['problem']} {out['dtype']}: best of {out['candidates']} candidates "
+                  f"{out['best_candidate_score']:.3f}; quick {out['quick_score']:.3f} (rank {out['quick_rank']}, "
+                  f"a candidate: {out['quick_is_candidate']}) {out['quick']}", file=sys.stderr)
+            for c in out["climbed"]:
+                print(f"    climbed {c['score']:.3f}, {c['knobs_from_quick']} knobs from quick: {c['config']}",
+                      file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
