@@ -388,9 +388,9 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
 def test_the_climb_times_beside_the_top_k_configs_the_model_scores_above_all_it_ranked(rows, trained, monkeypatch):
     """A recorded group's configs, the half the model scores lowest the candidates: the model's climb over Helion's
     neighbourhood gives at most ``CLIMB`` configs, none of those ranked, each scored by the model above every ranked
-    config, best first, in at most ``CLIMB_ROUNDS`` rounds; climbing again with its best ranked first gives only configs
-    scored above that one. The tune times them in its first batch after the top k, before the default; with ``climb`` 0,
-    the top k and the default alone; where Helion's space cannot step, none."""
+    config, best first and one of each score, in at most ``CLIMB_ROUNDS`` rounds; climbing again with its best ranked
+    first gives only configs scored above that one. The tune times them in its first batch after the top k, before the
+    default; with ``climb`` 0, the top k and the default alone; where Helion's space cannot step, none."""
     g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:layer_norm" and x[0].num_rows >= 40)
     bound, args = _bound(kernel, problem, dtype)
     cm, call, key, replay = helion_model.load(trained), htune.Call.of(bound, args), configs.config_json, \
@@ -415,10 +415,16 @@ def test_the_climb_times_beside_the_top_k_configs_the_model_scores_above_all_it_
     got, record = htune.climb(t, cm, bound, call, ranked)
     s = score(got)
     assert 1 <= len(got) <= htune.CLIMB and not {key(c) for c in got} & {key(c) for c in ranked}
-    assert min(s) > max(score(ranked)) and s == sorted(s, reverse=True) and 1 <= record["rounds"] <= htune.CLIMB_ROUNDS
+    assert min(s) > max(score(ranked)) and all(a > b for a, b in zip(s, s[1:]))  # best first, one of each score
+    assert 1 <= record["rounds"] <= htune.CLIMB_ROUNDS
     assert np.allclose(record["scores"], s) and record["timed"] == len(got) <= record["above"] <= record["scored"]
     again, _ = htune.climb(t, cm, bound, call, [got[0], *ranked])  # ranked, the climb's best is the bar to pass
     assert key(got[0]) not in map(key, again) and all(x > s[0] for x in score(again))
+    with monkeypatch.context() as mp:  # a model that scores every config it was not ranking alike: one of them
+        real, ranked_keys = helion_model.score, {key(c) for c in ranked}
+        mp.setattr(helion_model, "score", lambda *a: np.array(
+            [x if k in ranked_keys else 9.0 for k, x in zip(a[4], real(*a))], dtype=np.float32))
+        assert len(htune.climb(t, cm, bound, call, ranked)[0]) == 1
     top, d = [key(c) for c in ranked[:K]], key(default)
     tuner, asked = tune()
     assert asked[0] == top + [key(c) for c in got] + ([] if d in top else [d])

@@ -338,7 +338,9 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
     score from the first ``CLIMB_FROM`` of ``ranked``. Each round scores the beam's neighbours not scored yet
     (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``CLIMB_ROUNDS`` rounds
     or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs classifier
-    lets through (``runnable``), the first ``tuner.climb``, best first. Nothing is timed."""
+    lets through (``runnable``), one of each score, the first ``tuner.climb``, best first. Nothing is timed. One of
+    each score: on the race's norms the climb's best three were scored alike, differing in a load's eviction
+    policy alone (scripts/results/helion_climb-helion140-cpu-2026-12-03-s25.jsonl)."""
     if tuner.climb <= 0 or not ranked:
         return [], {}
     key = hconfigs.config_json
@@ -367,7 +369,10 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
     except Exception as e:  # noqa: BLE001 - Helion's space could not step: the tune goes on without the climb
         return [], {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     above = sorted((k for k in found if scores[k] > bar), key=scores.__getitem__, reverse=True)
-    out = runnable(cm, call, [found[k] for k in above], 0)[: tuner.climb]
+    distinct: dict[float, dict] = {}  # configs the model scores alike are one to it: the first of each score
+    for c in runnable(cm, call, [found[k] for k in above], 0):
+        distinct.setdefault(scores[key(c)], c)
+    out = list(distinct.values())[: tuner.climb]
     return out, {"rounds": rounds, "scored": len(found), "above": len(above), "timed": len(out), "bar": bar,
                  "scores": [scores[key(c)] for c in out]}
 
