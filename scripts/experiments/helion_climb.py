@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import click
@@ -29,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 from costmodel.helion import configs, families  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
-from helion_steps import brief, knobs_apart  # noqa: E402
+from helion_steps import TMA, brief, knobs_apart, model_and_rows  # noqa: E402
 
 
 def one(row: dict, cm) -> dict:
@@ -61,19 +60,9 @@ def one(row: dict, cm) -> dict:
 @click.argument("rows_files", nargs=-1, required=True)
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
-@click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says no, "
-              "and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
+@TMA
 def main(rows_files, model, as_json, tma) -> None:
-    warnings.simplefilter("ignore")
-    if tma:
-        import helion._compat
-
-        helion._compat._supports_tensor_descriptor = lambda: True  # its own hook "we can patch in testing"
-    cm = helion_model.load(model)
-    try:
-        rows = [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
-    except (OSError, ValueError) as e:
-        raise click.UsageError(f"cannot read race rows: {e}") from None
+    cm, rows = model_and_rows(model, rows_files, tma)
     for row in rows:
         if not row.get("quick", {}).get("config"):
             continue

@@ -77,14 +77,13 @@ def changed(base: dict, c: dict) -> dict:
     return {k: c.get(k) for k in sorted(set(base) | set(c)) if base.get(k) != c.get(k)}
 
 
-@click.command()
-@click.argument("rows_files", nargs=-1, required=True)
-@click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
-@click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
-@click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
-@click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says no, "
-              "and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
-def main(rows_files, model, local, as_json, tma) -> None:
+TMA = click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says "
+                   "no, and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
+
+
+def model_and_rows(model: str, rows_files: tuple[str, ...], tma: bool):
+    """(the Helion model, the race rows of the files), Helion's tensor-descriptor check answered as the H200's with
+    ``tma``."""
     warnings.simplefilter("ignore")
     if tma:
         import helion._compat
@@ -92,9 +91,19 @@ def main(rows_files, model, local, as_json, tma) -> None:
         helion._compat._supports_tensor_descriptor = lambda: True  # its own hook "we can patch in testing"
     cm = helion_model.load(model)
     try:
-        rows = [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
+        return cm, [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
     except (OSError, ValueError) as e:
         raise click.UsageError(f"cannot read race rows: {e}") from None
+
+
+@click.command()
+@click.argument("rows_files", nargs=-1, required=True)
+@click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
+@click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
+@click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
+@TMA
+def main(rows_files, model, local, as_json, tma) -> None:
+    cm, rows = model_and_rows(model, rows_files, tma)
     for row in rows:
         if "config" not in row.get("costmodel", {}) or not row["costmodel"].get("search", {}).get("timed"):
             continue
