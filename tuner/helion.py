@@ -69,8 +69,9 @@ REFILL = 2
 # fastest: layer_norm 11306x10912 a reduction loop of 4,096 at 16 warps beside the batch's 8,192 at 8 (0.854 of
 # quick), matmul 4155x4096x4476 bf16 the batch's 128x256x64 tile, not persistent, with tensor-descriptor loads
 # (0.907) (scripts/results/bench_helion-h200-2026-12-02-s24{a,b}.jsonl): 4 knobs away each, 2-8 over the race's rows
-# (scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl). Two steps of one knob reach part of that way; what they
-# buy on the H200 is not measured yet.
+# (scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl). In session 25's race two steps took layer_norm
+# 11306x10912 to 1.018 of quick; on the matmul the step found nothing faster, 0.916
+# (scripts/results/bench_helion-retimed-h200-2026-12-03-s25b.jsonl).
 LOCAL = 6
 # Session 25's race (all 15 problems with 2 steps at most): in 4 tunes both steps found a faster config, so the cap
 # ended the walk. One of them lost to quick: rms_norm 13911x12466 (0.982), its steps took the loop from 8,192 to
