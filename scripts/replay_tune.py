@@ -130,6 +130,14 @@ def newer_groups(t: pa.Table, created: str) -> set[str]:
     return set(first.filter(after)["group_id"].to_pylist())
 
 
+def emit(result: dict, out: Path | None) -> None:
+    """``result`` as indented JSON on stdout, and in ``out`` where given."""
+    text = json.dumps(result, indent=1)
+    print(text)
+    if out:
+        out.write_text(text)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="data")
@@ -155,10 +163,7 @@ def main() -> int:
         result = {"model_created": cm.meta["created"], "model_data_hash": cm.meta["data"]["hash"],
                   "newer": args.newer, "rows": t.num_rows,
                   "results": [replay(t, cm, s, e) for e in explores for s in settings]}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(result, args.out)
     return 0
 
 

@@ -28,7 +28,7 @@ import tuner.tune as tune_mod  # noqa: E402
 from costmodel import dataset, model  # noqa: E402
 from costmodel.benchmark import ReplayBenchmarker  # noqa: E402
 from costmodel.hardware import KNOWN  # noqa: E402
-from replay_tune import _figures, groups  # noqa: E402
+from replay_tune import _figures, emit, groups  # noqa: E402
 
 
 def steps(family, problem, dtype, cm, recorded: dict[str, float], start: dict, timed: set[str], local: int,
@@ -81,10 +81,7 @@ def main() -> int:
     out = {"model_data_hash": cm.meta["data"]["hash"], "local": args.local, "rounds": args.rounds,
            "before": _figures(np.array(before)), "after": _figures(np.array(after)),
            "step_configs_mean": round(float(np.mean(extra)), 1), "groups": rows}
-    text = json.dumps(out, indent=1)
-    print(text)
-    if args.out:
-        args.out.write_text(text)
+    emit(out, args.out)
     return 0
 
 
