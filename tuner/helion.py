@@ -351,22 +351,22 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
         got = helion_model.score(cm, call.kernel, call.problem, call.dtype, keys, call.shape)
         return dict(zip(keys, map(float, got)))
 
-    beam = ranked[:CLIMB_FROM]
-    scores = score(beam)
+    beam = {key(c): c for c in ranked[:CLIMB_FROM]}
+    scores = score(list(beam.values()))
     bar, seen, found, rounds = max(scores.values()), {key(c) for c in ranked}, {}, 0
     try:
         for rounds in range(1, CLIMB_ROUNDS + 1):
-            near = {key(n): n for c in beam for n in families.neighbours(bound, c) if key(n) not in seen}
+            near = {k: n for c in beam.values() for n in families.neighbours(bound, c) if (k := key(n)) not in seen}
             if not near:
                 break
             seen |= set(near)
             scores |= score(list(near.values()))
             found |= near
-            pool = {key(c): c for c in beam} | near
+            pool = beam | near
             top = sorted(pool, key=scores.__getitem__, reverse=True)[:CLIMB_FROM]
-            if set(top) == {key(c) for c in beam}:
+            if set(top) == set(beam):
                 break
-            beam = [pool[k] for k in top]
+            beam = {k: pool[k] for k in top}
     except Exception as e:  # noqa: BLE001 - Helion's space could not step: the tune goes on without the climb
         return [], {"error": f"{type(e).__name__}: {str(e)[:300]}"}
     above = sorted((k for k in found if scores[k] > bar), key=scores.__getitem__, reverse=True)

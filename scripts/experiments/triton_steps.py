@@ -3,9 +3,9 @@
 On the shipped model's held-out groups measured over the whole valid space, ``tuner.tune`` runs with the Replay
 benchmarker (objective graph, as replay_tune.py); then, from the fastest config it timed, up to ``--rounds`` steps:
 the recorded configs one knob away from it, not timed yet, ranked by the model, the first ``--local`` timed (the
-recorded latency), again from the new fastest while a step finds a faster one. Per setting: geomean, p10 and min of
-the group's best / the tuner's best, before and after the steps, and the configs the steps timed. Nothing new is
-measured: whole-space groups hold every neighbour's recorded time.
+recorded latency), again from the new fastest while a step finds a faster one. Geomean, p10 and min of the group's
+best / the tuner's best, before and after the steps, the configs the steps timed, and each group's figures. Nothing
+new is measured: whole-space groups hold every neighbour's recorded time.
 
     .venv/bin/python scripts/experiments/triton_steps.py [--local 6] [--rounds 4] [--out F]
 """
@@ -35,10 +35,10 @@ def steps(family, problem, dtype, cm, recorded: dict[str, float], start: dict, t
           rounds: int) -> tuple[float, int]:
     """(the fastest latency after the steps, configs the steps timed) from ``start`` (a config the tune timed)."""
     key = dataset.canonical_json
+    parsed = {c: json.loads(c) for c in recorded}
     best_c, best_ms, n = start, recorded[key(start)], 0
     for _ in range(rounds):
-        near = [json.loads(c) for c in recorded if c not in timed
-                and sum(v != best_c.get(k) for k, v in json.loads(c).items()) == 1]
+        near = [d for c, d in parsed.items() if c not in timed and sum(v != best_c.get(k) for k, v in d.items()) == 1]
         if not near:
             break
         ranked = tune_mod.rank_candidates(family, problem, dtype, KNOWN[cm.gpu], cm, near)[:local]
