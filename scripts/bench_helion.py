@@ -320,6 +320,11 @@ def read_rows(files: tuple[str, ...]) -> list[dict]:
         raise click.UsageError(f"cannot read race rows: {e}") from None
 
 
+def latest(rows: list[dict]) -> list[dict]:
+    """Each problem's last row (a problem timed again, e.g. with Helion's full effort, counts once, as then)."""
+    return list({(r["kernel"], canonical_json(r["problem"]), r["dtype"]): r for r in rows}.values())
+
+
 def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
            tune: Callable[[str, dict], dict] | None = None, retune: bool = False) -> None:
     """Each raced row again, its tunes' walls and picks kept, its configs timed anew (``timed_row``); the first
@@ -364,7 +369,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 @click.option("--rounds", default=15, help="alternating timing rounds per problem")
 @click.option("--timeout", "timeout_s", default=900.0, help="seconds a tune may take before it is recorded as failed")
 @click.option("--list", "list_only", is_flag=True, help="print the problems by index and exit")
-@click.option("--summarise", "summarise_files", multiple=True, help="summarise these row files and exit")
+@click.option("--summarise", "summarise_files", multiple=True,
+              help="summarise these row files (each problem's last row in them) and exit")
 @click.option("--still-valid", "valid_files", multiple=True,
               help="which race rows of these files the tuner shipped now would tune the same way, and exit")
 @click.option("--retime", "retime_files", multiple=True,
@@ -378,7 +384,7 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, retune, tune,
          kernel, problem, dtype) -> None:
     if summarise_files:
-        print(json.dumps(summarise(read_rows(summarise_files))))
+        print(json.dumps(summarise(latest(read_rows(summarise_files)))))
         return
     if valid_files:
         from costmodel.helion import model as helion_model
@@ -400,8 +406,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
             print(i, *p)
         return
     wanted = [problems.index(c) for c in chosen]
-    latest = {r.get("index"): r for r in read_rows(retime_files)}  # a problem raced again: its later row
-    to_retime = [latest[i] for i in wanted if i in latest]  # in --only's order
+    last = {r.get("index"): r for r in read_rows(retime_files)}  # a problem raced again: its later row
+    to_retime = [last[i] for i in wanted if i in last]  # in --only's order
     if retune and not retime_files:
         raise click.UsageError("--retune re-tunes raced rows: give them with --retime")
     if retime_files and not to_retime:

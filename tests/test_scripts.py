@@ -236,6 +236,27 @@ def test_helion_race_summary_arithmetic_on_recorded_latencies(bench_helion):
                                                     / model_rows[0]["latency_ms"]["costmodel"])
 
 
+def test_helion_race_summary_counts_each_problem_once_its_last_row(bench_helion):
+    """--summarise over session 26's race files: rms_norm 4096x2048 was timed again with Helion's full effort in
+    a later call (s26c); the summary reads that row alone, so 15 problems, the walls' median over them."""
+    import numpy as np
+    from click.testing import CliRunner
+
+    files = [str(ROOT / f"scripts/results/bench_helion-retimed-h200-2026-12-03-s26{s}.jsonl") for s in "abc"]
+    rows = [json.loads(line) for f in files for line in open(f)]
+    assert len(rows) == 16
+    r = CliRunner().invoke(bench_helion.main, [a for f in files for a in ("--summarise", f)])
+    assert r.exit_code == 0, r.output
+    m = json.loads(r.output)["model"]
+    last = {r["index"]: r for r in rows}
+    assert m["problems"] == len(last) == 15 and "full" in last[10]
+    assert m["median_cold_wall_s"] == pytest.approx(np.median([r["costmodel"]["wall_s"] for r in last.values()]))
+    norm = next(k for k in m["vs_default"]["per_problem"] if k.startswith('helion:rms_norm {"M":4096,'))
+    assert m["vs_default"]["per_problem"][norm] == pytest.approx(
+        last[10]["graph_ms"]["default"] / last[10]["graph_ms"]["costmodel"])
+    assert list(m["vs_full"]["per_problem"]) == [norm]
+
+
 def test_helion_race_records_a_failed_tune_and_goes_on(bench_helion, tmp_path):
     """A tune whose process fails (here: no CUDA) or outlasts its time is a row's error, not the race's end."""
     problem = {"M": 64, "N": 256}
