@@ -28,6 +28,8 @@ finished.
         # no tunes (but --full's): the picks timed again
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --out retuned.jsonl
         # costmodel tuned anew (cold), raced against the rows' Helion picks, every latency from this call
+    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --only 1,8 --recipe local=12 ...
+        # the same with a variant of the tuner's recipe, raced before it ships (rows record their recipe)
 """
 
 from __future__ import annotations
@@ -87,15 +89,16 @@ def race_problems(seen: set[tuple[str, str]]) -> list[tuple]:
 
 # --- one tune, in its own process ----------------------------------------------------------------------------
 
-def tune_once(who: str, name: str, problem: dict, dtype: str) -> dict:
-    """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config."""
+def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | None = None) -> dict:
+    """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config;
+    ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``)."""
     import torch
 
     from tuner.helion import CostModelAutotuner
 
     fam = families.get(name)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
-    tuner = CostModelAutotuner(objective=OBJECTIVE) if who == "costmodel" else None
+    tuner = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})) if who == "costmodel" else None
     kernel = (fam.with_settings(autotuner_fn=tuner, autotune_effort="quick") if tuner
               else fam.with_settings(autotune_effort=who))
     torch.cuda.synchronize()
@@ -120,9 +123,10 @@ def cold_env(base_cache: str, scratch: str) -> dict:
             "HELION_AUTOTUNE_PROGRESS_BAR": "0", "HELION_AUTOTUNE_RANDOM_SEED": str(SEED)}
 
 
-def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dict, timeout_s: float) -> dict:
+def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dict, timeout_s: float,
+                        recipe: dict | None = None) -> dict:
     cmd = [sys.executable, __file__, "--tune", who, "--kernel", name, "--problem", json.dumps(problem),
-           "--dtype", dtype]
+           "--dtype", dtype, *[a for k, v in (recipe or {}).items() for a in ("--recipe", f"{k}={v}")]]
     t0 = time.perf_counter()
     # its own session, killed whole (Helion's compile processes with it) on a timeout or when this one is stopped
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -201,11 +205,12 @@ def same_configs(chosen: dict[str, dict]) -> dict[str, list[str]]:
 
 
 def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, scratch: str, timeout_s: float,
-             rounds: int, l2_bytes: int) -> dict:
+             rounds: int, l2_bytes: int, recipe: dict | None = None) -> dict:
     fam = families.get(name)
     row: dict = {}
     for who in ("costmodel", "quick", *(["full"] if full else [])):
-        row[who] = tune_in_new_process(who, name, problem, dtype, cold_env(base_cache, scratch), timeout_s)
+        row[who] = tune_in_new_process(who, name, problem, dtype, cold_env(base_cache, scratch), timeout_s,
+                                       recipe if who == "costmodel" else None)
         log(f"{who}: " + json.dumps({k: v for k, v in row[who].items() if k not in ("config", "search")})[:600])
     bound, _ = fam.bind(problem, dtype, "cuda")
     row["default"] = {"config": hconfigs.normalise(bound.config_spec.default_config(),
@@ -313,6 +318,24 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
     return out
 
 
+def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
+    """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``CostModelAutotuner.recipe``: k, refill, climb,
+    local, local_rounds) set to other values than the shipped ones, to race a variant before it ships; the rows record
+    the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped tuner's."""
+    if not pairs:
+        return {}
+    from tuner.helion import CostModelAutotuner
+
+    names = [k for k, v in CostModelAutotuner().recipe().items() if isinstance(v, int)]
+    out = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in names or not value.isdigit():
+            raise click.BadParameter(f"{pair!r}: NAME=N with NAME one of {', '.join(names)}", param_hint="--recipe")
+        out[name] = int(value)
+    return out
+
+
 def read_rows(files: tuple[str, ...]) -> list[dict]:
     try:
         return [json.loads(line) for f in files for line in open(f) if line.strip()]
@@ -377,12 +400,15 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
               help="no tunes: time again the configs each race row of these files chose, rows to --out")
 @click.option("--retune", is_flag=True, help="with --retime: costmodel's tune runs anew (cold) before the timing; "
               "Helion's picks are the rows'")
+@click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
+              help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, local, "
+              "local_rounds), e.g. --recipe local=12; repeatable")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
 @click.option("--dtype", hidden=True)
-def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, retune, tune,
-         kernel, problem, dtype) -> None:
+def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, retune,
+         recipe_pairs, tune, kernel, problem, dtype) -> None:
     if summarise_files:
         print(json.dumps(summarise(latest(read_rows(summarise_files)))))
         return
@@ -392,8 +418,9 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         for line in still_valid(read_rows(valid_files), helion_model.load("nvidia-h200")):
             print(json.dumps(line))
         return
+    recipe = parse_recipe(recipe_pairs)
     if tune:
-        print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype), default=str))
+        print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype, recipe), default=str))
         return
     try:
         problems = race_problems(recorded(ROOT / "data"))
@@ -429,7 +456,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
             def tune_row(who: str, r: dict) -> dict:
                 name = r["kernel"].removeprefix("helion:")
                 return tune_in_new_process(who, name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
-                                           timeout_s)
+                                           timeout_s, recipe if who == "costmodel" else None)
 
             return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_row, retune)
         for i, (name, prob, dt) in enumerate(chosen):
@@ -437,7 +464,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),
                    "kernel": f"helion:{name}", "problem": prob, "dtype": dt, "index": problems.index((name, prob, dt))}
             try:
-                row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds, hw.l2_bytes))
+                row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds, hw.l2_bytes,
+                                    recipe))
             except Exception as e:  # noqa: BLE001 - this problem's row says so; the next problem runs
                 row["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
                 log(f"failed: {row['error']}")

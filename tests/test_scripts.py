@@ -457,6 +457,37 @@ def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helio
     assert r.exit_code == 2 and "no raced row of problems [0]" in r.output
 
 
+def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, monkeypatch, tmp_path):
+    """--recipe NAME=N reaches costmodel's tunes alone, through the tune's own process (whose parser refuses a knob
+    the tuner has not: exit 2); a value that is not a whole number, or an unknown knob, is exit 2 with one line."""
+    import types
+
+    from click.testing import CliRunner
+
+    from costmodel import hardware
+
+    rows = str(ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl")
+    asked = []
+    monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
+    monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-1])) or {})
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune: [
+        tune(w, rows[0]) for w in ("costmodel", "quick", "full")])
+    args = ["--retime", rows, "--retune", "--only", "8", "--out", str(tmp_path / "r.jsonl")]
+    r = CliRunner().invoke(bench_helion.main, [*args, "--recipe", "local=12", "--recipe", "local_rounds=8"])
+    assert r.exit_code == 0, r.output
+    assert asked == [("costmodel", {"local": 12, "local_rounds": 8}), ("quick", None), ("full", None)]
+    for bad in ("local=x", "objective=1", "steps=2"):
+        r = CliRunner().invoke(bench_helion.main, [*args, "--recipe", bad])
+        assert r.exit_code == 2 and f"'{bad}': NAME=N with NAME one of k, refill, climb, local, local_rounds" in r.output
+    monkeypatch.undo()
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    problem = {"M": 64, "N": 256}
+    ok = bench_helion.tune_in_new_process("costmodel", "softmax", problem, "float16", env, 120, {"local": 12})
+    assert ok["error"].startswith("exit 1")  # parsed, then no CUDA
+    bad = bench_helion.tune_in_new_process("costmodel", "softmax", problem, "float16", env, 120, {"steps": 2})
+    assert bad["error"].startswith("exit 2") and "--recipe" in bad["error"]
+
+
 def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion, tmp_path):
     """--still-valid on session 23's race rows with the shipped Helion model: the softmax rows (every timed config
     likely to run) would be tuned alike; attention 3x16x3681 would not, and each timed config the filter would now
