@@ -319,14 +319,13 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
 
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
-    """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``CostModelAutotuner.recipe``: k, refill, climb,
-    local, local_rounds) set to other values than the shipped ones, to race a variant before it ships; the rows record
-    the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped tuner's."""
+    """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
+    local, local_rounds, default_walk) set to other values than the shipped ones, to race a variant before it ships;
+    the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped
+    tuner's."""
     if not pairs:
         return {}
-    from tuner.helion import CostModelAutotuner
-
-    names = [k for k, v in CostModelAutotuner().recipe().items() if isinstance(v, int)]
+    from tuner.helion import RECIPE_KNOBS as names
     out = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
@@ -402,7 +401,7 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, local, "
-              "local_rounds), e.g. --recipe local=12; repeatable")
+              "local_rounds, default_walk), e.g. --recipe default_walk=1; repeatable")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)

@@ -385,6 +385,69 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
                                     "local_rounds": 2, "objective": "eager"}
 
 
+def _default_walk_case(rows):
+    """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
+    neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of
+    it, neither of them a neighbour of the other nor y one of x's. rms_norm's groups first: binding a kernel takes
+    most of the search (0.2 s for rms_norm on this CPU, up to 4 s for swiglu)."""
+    key = configs.config_json
+    for g, k, p, dt in sorted(_groups(rows), key=lambda grp: grp[1] != "helion:rms_norm"):
+        ms = {c: t for c, s, t in zip(g["config_json"].to_pylist(), g["status"].to_pylist(),
+                                      g["latency_ms"].to_pylist()) if s == "ok" and t}
+        bound, _ = _bound(k, p, dt)
+        d = key(configs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec)))
+        if d not in ms:
+            continue
+        near_d = {key(n) for n in families.neighbours(bound, json.loads(d))}
+        for y in (c for c in near_d if c in ms and ms[c] < ms[d]):
+            for x in sorted(ms, key=ms.get):
+                if ms[d] / htune.DEFAULT_WALK_WITHIN <= ms[x] < ms[d] and x not in near_d and x != y and \
+                        y not in {key(n) for n in families.neighbours(bound, json.loads(x))}:
+                    return g, k, p, dt, d, x, y
+    raise AssertionError("no recorded group for a walk from the default")
+
+
+def test_a_second_walk_from_the_default_where_it_ran_near_the_fastest(rows):
+    """``default_walk`` 1: after the walk from the batch's fastest x, a walk from Helion's default d, which ran
+    within DEFAULT_WALK_WITHIN of x, times d's neighbours, among them y, recorded faster than d; its records say
+    so, and the recipe names the knob. Off (the shipped recipe), or with d further behind than allowed, no such
+    walk, and the recipe is the one raced before the knob."""
+    group, kernel, problem, dtype, d, x, y = _default_walk_case(rows)
+    replay, key = htune.HelionReplay(group), configs.config_json
+    ms = replay.latency
+    bound, args = _bound(kernel, problem, dtype)
+    slow = sorted((c for c in ms if ms[c] > ms[d]), key=ms.get)[: K - 1]
+    first = [json.loads(c) for c in [x, *slow]]
+    cm = helion_model.load(GPU)
+
+    class XFirst(htune.CostModelAutotuner):
+        def ranked(self, cm, bound, args):
+            return first, super().ranked(cm, bound, args)[1]
+
+    def tune(**kw):
+        replay.asked.clear()
+        t = XFirst(GPU, k=K, candidates=lambda b: [json.loads(c) for c in ms], timer=replay, gpu=GPU,
+                   helion_version="1.4.0", tolerance=0.0, climb=0, local=100, local_rounds=1, **kw)
+        got = htune.CostModelSearch(t, cm, bound, args).autotune()
+        return key(got), t, [[key(c) for c in b] for b in replay.asked]
+
+    got, tuner, asked = tune(default_walk=1)
+    steps = tuner.last["steps"]
+    assert [s.get("walk") for s in steps] == [None, "default"] and len(asked) == 3
+    assert key(steps[0]["from"]) == x and key(steps[1]["from"]) == d and steps[1]["faster"] >= 1
+    assert asked[0] == [x, *slow, d] and y in asked[2] and not set(asked[2]) & set(asked[0] + asked[1])
+    assert got == min((c for b in asked for c in b if c in ms), key=ms.get)
+    assert tuner.recipe()["default_walk"] == 1 == tuner.last["recipe"]["default_walk"]
+    got, tuner, asked = tune()
+    assert len(tuner.last["steps"]) == 1 and len(asked) == 2 and y not in asked[1]
+    assert "default_walk" not in tuner.last["recipe"]
+    with pytest.MonkeyPatch.context() as mp:  # d just further behind the fastest than allowed
+        fastest = min(ms[c] for b in asked for c in b if c in ms)
+        mp.setattr(htune, "DEFAULT_WALK_WITHIN", ms[d] / fastest * 0.999)
+        got, tuner, asked = tune(default_walk=1)
+        assert len(tuner.last["steps"]) == 1 and len(asked) == 2
+
+
 def test_the_climb_times_beside_the_top_k_configs_the_model_scores_above_all_it_ranked(rows, trained, monkeypatch):
     """A recorded group's configs, the half the model scores lowest the candidates: the model's climb over Helion's
     neighbourhood gives at most ``CLIMB`` configs, none of those ranked, each scored by the model above every ranked

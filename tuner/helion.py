@@ -92,6 +92,18 @@ LOCAL_ROUNDS = 4
 CLIMB = 3
 CLIMB_FROM = 4
 CLIMB_ROUNDS = 3
+# a second walk of steps, from Helion's default config, where the first batch timed it within DEFAULT_WALK_WITHIN of
+# its fastest (``default_walk`` 1; off in the shipped recipe until raced). Helion quick in a cold cache walks from the
+# default alone (1.4.0's effort profile: pattern search from the best available configs, none there, 2 copies, 5
+# generations of the ~15 neighbours its surrogate keeps). Where quick beat the tune in session 26's race its pick was a
+# walk from the default: rms_norm 13911x12466 the default's 16 warps and pointer loads with a loop of 1,024 (default
+# 1.02x the batch's fastest), layer_norm 13911x12466 two rows a program at the default's 16 warps (1.40x), while the
+# walk from the batch's fastest stopped in another region; on the matmuls and attention the default ran 3.9-22.5x the
+# fastest, too far behind for 4 steps (scripts/results/bench_helion-retimed-h200-2026-12-03-s26{a,b}.jsonl).
+DEFAULT_WALK = 0
+DEFAULT_WALK_WITHIN = 1.5
+# the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
+RECIPE_KNOBS = ("k", "refill", "climb", "local", "local_rounds", "default_walk")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -297,21 +309,37 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
 
 
 def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: list[dict],
-         ms: list[float | None]) -> list[dict]:
+         ms: list[float | None], default: dict | None = None) -> list[dict]:
     """Steps from the fastest config timed so far to its neighbours (``families.neighbours``) not timed yet: the
     model ranks those likely to run (``runnable``), the best of each knob first (``spread``), and the first
     ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most
-    ``tuner.local_rounds`` times.
+    ``tuner.local_rounds`` times. With ``tuner.default_walk``, a second such walk from ``default`` where it ran within
+    ``DEFAULT_WALK_WITHIN`` of the fastest, each of its steps from the fastest it has reached (its records say
+    ``"walk": "default"``).
     ``batch`` and ``ms`` grow in place; what each step did, in order."""
     if tuner.local <= 0 or tuner.local_rounds <= 0:
         return []
     call, done = Call.of(bound, args), {hconfigs.config_json(c) for c in batch}
+    ran = [(t, i) for i, t in enumerate(ms) if t is not None]
+    if not ran:
+        return []
+    first = min(ran)[1]
+    out = walk(tuner, cm, bound, args, call, batch, ms, done, first)
+    d = batch.index(default) if default in batch else None
+    if tuner.default_walk and d not in (None, first) and ms[d] is not None and ms[d] <= DEFAULT_WALK_WITHIN * min(
+            t for t in ms if t is not None):
+        out += [{"walk": "default", **s} for s in walk(tuner, cm, bound, args, call, batch, ms, done, d)]
+    return out
+
+
+def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
+         ms: list[float | None], done: set[str], start: int) -> list[dict]:
+    """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
+    timed (from the batch's fastest, that is the batch's fastest)."""
     out: list[dict] = []
+    mine = [start]
     for _ in range(tuner.local_rounds):
-        ran = [(t, i) for i, t in enumerate(ms) if t is not None]
-        if not ran:
-            break
-        t_from, i = min(ran)
+        t_from, i = min((ms[j], j) for j in mine if ms[j] is not None)
         try:
             near = [c for c in families.neighbours(bound, batch[i]) if hconfigs.config_json(c) not in done]
         except Exception as e:  # noqa: BLE001 - Helion's space could not step from it: the tune goes on without
@@ -322,6 +350,7 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
         if not near:
             break
         got = tuner.timer.measure(bound, args, near, more=True)
+        mine += range(len(batch), len(batch) + len(near))
         batch += near
         ms += got
         done |= {hconfigs.config_json(c) for c in near}
@@ -480,6 +509,7 @@ class CostModelAutotuner:
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
     neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``climb``: how
     many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none);
+    ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -487,12 +517,14 @@ class CostModelAutotuner:
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
-                 local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, objective: str = "eager"):
+                 local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, default_walk: int = DEFAULT_WALK,
+                 objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
+        self.default_walk = default_walk
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -541,8 +573,10 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others."""
+        later = {"default_walk": self.default_walk} if self.default_walk else {}  # a knob added since rows were raced:
+        # named only where on, so that rows raced before it keep the recipe they ran
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
-                "local_rounds": self.local_rounds, "objective": self.objective}
+                "local_rounds": self.local_rounds, **later, "objective": self.objective}
 
     def say_once(self, why: str) -> None:
         if why not in self.said:
@@ -645,7 +679,7 @@ class CostModelSearch:
         more = [c for c in ranked[tuner.k: tuner.k + tuner.refill * lost] if c != default]
         if more:
             batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
-        steps = step(tuner, self.cm, self.kernel, self.args, batch, ms)
+        steps = step(tuner, self.cm, self.kernel, self.args, batch, ms, default)
         t_measured = time.perf_counter()
         finals = finalists(batch, ms, default, tuner.verify)
         steady = timer.retime(self.kernel, self.args, finals)
