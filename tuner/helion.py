@@ -335,7 +335,7 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
          ms: list[float | None], done: set[str], start: int) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
-    timed (from the batch's fastest, that is the batch's fastest)."""
+    timed. A walk that starts from the batch's fastest so always steps from the fastest config timed so far."""
     out: list[dict] = []
     mine = [start]
     for _ in range(tuner.local_rounds):
@@ -572,9 +572,10 @@ class CostModelAutotuner:
         return cm, None
 
     def recipe(self) -> dict:
-        """What decides which configs a tune times, beside the model: rows raced with another recipe time others."""
-        later = {"default_walk": self.default_walk} if self.default_walk else {}  # a knob added since rows were raced:
-        # named only where on, so that rows raced before it keep the recipe they ran
+        """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
+        ``default_walk``, added after races were run, is named only where it is on, so that those rows keep the
+        recipe they ran."""
+        later = {"default_walk": self.default_walk} if self.default_walk else {}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "objective": self.objective}
 
