@@ -320,9 +320,9 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    local, local_rounds, default_walk) set to other values than the shipped ones, to race a variant before it ships;
-    the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped
-    tuner's."""
+    local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a variant before it
+    ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the
+    shipped tuner's."""
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names
@@ -401,7 +401,7 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, local, "
-              "local_rounds, default_walk), e.g. --recipe default_walk=1; repeatable")
+              "local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)

@@ -385,6 +385,37 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
                                     "local_rounds": 2, "objective": "eager"}
 
 
+def test_a_step_reaches_as_far_as_the_radius_along_each_knob(rows, monkeypatch):
+    """``families.neighbours`` at radius 2 holds every radius-1 neighbour, and moves a power-of-two knob (here a
+    block size) two log2 steps; the tuner's steps ask for the recipe's radius, which the recipe names only where it
+    is not 1."""
+    from helion.autotuner.config_generation import ConfigGeneration
+
+    g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:rms_norm")
+    bound, args = _bound(kernel, problem, dtype)
+    key = configs.config_json
+    base = json.loads(g["config_json"].to_pylist()[0])
+    one, two = ({key(c) for c in families.neighbours(bound, base, r)} for r in (1, 2))
+    assert one < two
+    gen = ConfigGeneration(bound.config_spec)
+    flat = gen.flatten(families.helion_config(base))
+    i = next(i for i in gen.block_size_indices if i not in set(gen.overridden_flat_indices))
+    far = [v for v in gen.flat_spec[i].pattern_neighbors(flat[i], 2) if v not in (flat[i] * 2, flat[i] // 2)]
+    moved = {gen.flatten(families.helion_config(json.loads(c)))[i] for c in two - one}
+    assert far and set(far) <= moved
+    asked = []
+    real = families.neighbours
+    monkeypatch.setattr(families, "neighbours", lambda b, c, radius=1: asked.append(radius) or real(b, c, radius))
+    replay = htune.HelionReplay(g)
+    for radius in (2, 1):
+        asked.clear()
+        t = htune.CostModelAutotuner(GPU, k=K, timer=replay, gpu=GPU, helion_version="1.4.0", climb=0, radius=radius,
+                                     candidates=lambda b: [json.loads(c) for c in g["config_json"].to_pylist()])
+        htune.CostModelSearch(t, helion_model.load(GPU), bound, args).autotune()
+        assert asked and set(asked) == {radius} and t.last["steps"]
+        assert t.last["recipe"].get("radius", 1) == radius and ("radius" in t.last["recipe"]) == (radius != 1)
+
+
 def _default_walk_case(rows):
     """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
     neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of

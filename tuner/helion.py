@@ -102,8 +102,16 @@ CLIMB_ROUNDS = 3
 # fastest, too far behind for 4 steps (scripts/results/bench_helion-retimed-h200-2026-12-03-s26{a,b}.jsonl).
 DEFAULT_WALK = 0
 DEFAULT_WALK_WITHIN = 1.5
+# how far a step reaches along each knob (``families.neighbours``' radius; a power of two's steps count in log2).
+# Helion 1.4.0's surrogate pattern search, quick's, perturbs block sizes (reduction loops among them) and warps by up
+# to 2; rms_norm 13911x12466's walk stopped at a loop of 4,096, its neighbour 2,048 0.35% slower, and quick's pick
+# loops over 1,024 (session 26's race). 1 in the shipped recipe until a race says otherwise (bench_helion --recipe
+# radius=2); under the shipped model, radius 2's first six from that pick do not hold the loop of 1,024, but from
+# layer_norm 13911x12466's they hold 16 warps, quick's, where radius 1's go to 8 at most
+# (scripts/experiments/helion_steps.py --radius 2 --tma under Helion 1.4.0).
+RADIUS = 1
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
-RECIPE_KNOBS = ("k", "refill", "climb", "local", "local_rounds", "default_walk")
+RECIPE_KNOBS = ("k", "refill", "climb", "local", "local_rounds", "default_walk", "radius")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -341,7 +349,8 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
     for _ in range(tuner.local_rounds):
         t_from, i = min((ms[j], j) for j in mine if ms[j] is not None)
         try:
-            near = [c for c in families.neighbours(bound, batch[i]) if hconfigs.config_json(c) not in done]
+            near = [c for c in families.neighbours(bound, batch[i], tuner.radius)
+                    if hconfigs.config_json(c) not in done]
         except Exception as e:  # noqa: BLE001 - Helion's space could not step from it: the tune goes on without
             out.append({"from": batch[i], "error": f"{type(e).__name__}: {str(e)[:300]}"})
             break
@@ -509,7 +518,8 @@ class CostModelAutotuner:
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
     neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``climb``: how
     many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none);
-    ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``);
+    ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
+    step reaches along each knob (``RADIUS``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -518,13 +528,13 @@ class CostModelAutotuner:
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, default_walk: int = DEFAULT_WALK,
-                 objective: str = "eager"):
+                 radius: int = RADIUS, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
-        self.default_walk = default_walk
+        self.default_walk, self.radius = default_walk, radius
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -573,9 +583,10 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``default_walk``, added after races were run, is named only where it is on, so that those rows keep the
-        recipe they ran."""
-        later = {"default_walk": self.default_walk} if self.default_walk else {}
+        ``default_walk`` and ``radius``, added after races were run, are named only where they differ from what those
+        rows ran (off; 1), so that the rows keep their recipe."""
+        later = {**({"default_walk": self.default_walk} if self.default_walk else {}),
+                 **({"radius": self.radius} if self.radius != 1 else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "objective": self.objective}
 

@@ -461,10 +461,12 @@ def candidates(bound, n: int, seed: int, seed_configs: tuple = ()) -> list[dict]
     return list(out.values())[:n]
 
 
-def neighbours(bound, config: Mapping) -> list[dict]:
+def neighbours(bound, config: Mapping, radius: int = 1) -> list[dict]:
     """The canonical configs one step from ``config`` in ``bound``'s ConfigSpec, as Helion's pattern search steps
-    (1.4.0 and 1.5.1): each knob its fragment's ``pattern_neighbors``, the others as they are, and two block sizes
-    at once; distinct, ``config`` itself left out, in Helion's order."""
+    (1.4.0 and 1.5.1): each knob its fragment's ``pattern_neighbors`` within ``radius`` (a power of two's steps
+    count in log2: radius 2 takes a block size or a reduction loop of 4,096 to 1,024-16,384; Helion 1.4.0's
+    surrogate pattern search, quick's, uses 2), the others as they are, and two block sizes at once; distinct,
+    ``config`` itself left out, in Helion's order."""
     from helion.autotuner.config_generation import ConfigGeneration
 
     spec = bound.config_spec
@@ -472,7 +474,7 @@ def neighbours(bound, config: Mapping) -> list[dict]:
     gen = ConfigGeneration(spec)
     base = gen.flatten(helion_config(config))
     fixed = set(gen.overridden_flat_indices)
-    steps = [[] if i in fixed else f.pattern_neighbors(base[i]) for i, f in enumerate(gen.flat_spec)]
+    steps = [[] if i in fixed else f.pattern_neighbors(base[i], radius) for i, f in enumerate(gen.flat_spec)]
     flats = [[*base[:i], v, *base[i + 1:]] for i, vs in enumerate(steps) for v in vs]
     blocks = [i for i in gen.block_size_indices if i not in fixed]
     for a, i in enumerate(blocks):

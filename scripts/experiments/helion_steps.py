@@ -7,7 +7,7 @@ Helion quick's pick: how many knobs apart it is from the fastest (flattened as H
 and, one knob apart, its rank among the neighbours. Nothing is timed: which step pays is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_steps.py scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl \
-        [--model nvidia-h200] [--local 6] [--tma] [--json]
+        [--model nvidia-h200] [--local 6] [--radius 1] [--tma] [--json]
 
 Run under Helion 1.4.0 (the H200's; it imports beside torch 2.11, not 2.13) with --tma, the space is the one the
 H200's tunes step in.
@@ -45,7 +45,7 @@ def brief(c: dict) -> str:
             f"evict {''.join((e or '-')[0] for e in ev)} flat {c.get('range_flattens')} l2 {c.get('l2_groupings')}")
 
 
-def one(row: dict, cm, local: int) -> dict:
+def one(row: dict, cm, local: int, radius: int = 1) -> dict:
     from tuner.helion import Call, by_score, spread
 
     name = row["kernel"].removeprefix("helion:")
@@ -54,7 +54,7 @@ def one(row: dict, cm, local: int) -> dict:
     timed = [t for t in row["costmodel"]["search"]["timed"] if t["ms"] is not None]
     fastest = min(timed, key=lambda t: t["ms"])["config"]
     done = {configs.config_json(t["config"]) for t in row["costmodel"]["search"]["timed"]}
-    near = [c for c in families.neighbours(bound, fastest) if configs.config_json(c) not in done]
+    near = [c for c in families.neighbours(bound, fastest, radius) if configs.config_json(c) not in done]
     ranked = by_score(cm, Call.of(bound, args), near)
     order = spread(fastest, ranked)
     quick = row["quick"]["config"]
@@ -100,14 +100,15 @@ def model_and_rows(model: str, rows_files: tuple[str, ...], tma: bool):
 @click.argument("rows_files", nargs=-1, required=True)
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
+@click.option("--radius", default=1, help="how far a step reaches along each knob (tuner.helion.RADIUS)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
 @TMA
-def main(rows_files, model, local, as_json, tma) -> None:
+def main(rows_files, model, local, radius, as_json, tma) -> None:
     cm, rows = model_and_rows(model, rows_files, tma)
     for row in rows:
         if "config" not in row.get("costmodel", {}) or not row["costmodel"].get("search", {}).get("timed"):
             continue
-        out = one(row, cm, local)
+        out = one(row, cm, local, radius)
         if as_json:
             print(json.dumps(out))
         else:
