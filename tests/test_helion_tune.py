@@ -414,6 +414,8 @@ def test_a_step_reaches_as_far_as_the_radius_along_each_knob(rows, monkeypatch):
         htune.CostModelSearch(t, helion_model.load(GPU), bound, args).autotune()
         assert asked and set(asked) == {radius} and t.last["steps"]
         assert t.last["recipe"].get("radius", 1) == radius and ("radius" in t.last["recipe"]) == (radius != 1)
+    with pytest.raises(CostModelError, match="radius 0"):
+        htune.CostModelAutotuner(GPU, radius=0)
 
 
 def _default_walk_case(rows):

@@ -531,6 +531,8 @@ class CostModelAutotuner:
                  radius: int = RADIUS, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
+        if radius < 1:
+            raise CostModelError(f"radius {radius}: a step reaches at least 1 along a knob")
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
