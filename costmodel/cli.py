@@ -571,6 +571,9 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--objective", default="eager", show_default=True,
               help="judge configs by their per-call time in eager PyTorch (launch included) or by GPU time "
                    "(launch hidden, as in a CUDA graph)")
+@click.option("--steps", default=0, show_default=True, type=int,
+              help="then up to this many steps: the fastest config's untimed neighbours one knob away, 6 in the "
+                   "model's order, again from a faster one a step finds (outside --budget-s)")
 @click.option("--predict-only", is_flag=True, help="rank without a GPU; nothing is measured")
 @click.option("--record", is_flag=True, help="append the measurements to the dataset at --data")
 @click.option("--data", default="data", show_default=True, type=click.Path())
@@ -579,8 +582,8 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @click.option("--no-cache", is_flag=True, help="neither read nor write the result cache")
 @click.option("--json", "as_json", is_flag=True, help="print JSON on stdout")
 @handle_errors
-def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, predict_only, record, data, gpu, model_ref,
-         no_cache, as_json):
+def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, steps, predict_only, record, data, gpu,
+         model_ref, no_cache, as_json):
     """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
     from costmodel.kernels import get_family
 
@@ -598,6 +601,8 @@ def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, pred
         raise CostModelError("--budget-s must be a number of seconds >= 0")
     if objective not in ("eager", "graph"):
         raise CostModelError(f"--objective {objective}: eager or graph")
+    if steps < 0:
+        raise CostModelError(f"--steps {steps}: a count of steps, 0 or more")
     if predict_only and (exhaustive or record):
         raise CostModelError("--predict-only measures nothing: it cannot be combined with --exhaustive or --record")
     since_start = {"entered": _process_age_s()}  # the whole command's time line (its exit: the caller's wall less this)
@@ -630,7 +635,7 @@ def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, pred
         age = _process_age_s() or 0.0
         result = tune_problem(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw, exhaustive=exhaustive,
                               cache=None if no_cache else ResultCache(), budget_s=max(budget_s - age, 0.0),
-                              objective=objective,
+                              objective=objective, steps=steps,
                               **({} if explore is None else {"explore": explore}))
         since_start["tuned"] = _process_age_s()
     since_start["benchmarker_down"] = _process_age_s()

@@ -67,15 +67,17 @@ def measure_shape(problem: dict, dtype: str, hw, bench: IsolatedBenchmarker, kno
     return row
 
 
-def tune_against_best(problem: dict, dtype: str, row: dict, hw, bench: IsolatedBenchmarker, cache: str, k: int) -> dict:
-    """A cold `costmodel tune -k k` of the shape, its pick raced against the row's best config (and the previous
-    run's best, where the row has it)."""
-    res, command_s = tune_in_new_process("matmul", problem, dtype, cache, k)
+def tune_against_best(problem: dict, dtype: str, row: dict, hw, bench: IsolatedBenchmarker, cache: str, k: int,
+                      steps: int = 0) -> dict:
+    """A cold `costmodel tune -k k [--steps steps]` of the shape, its pick raced against the row's best config (and
+    the previous run's best, where the row has it)."""
+    res, command_s = tune_in_new_process("matmul", problem, dtype, cache, k, steps)
     log(f"tuned (k {k}) in {res['wall_s']:.1f} s ({command_s:.1f} s the command): {res['best']['latency_ms']:.4f} ms")
     best = [row["best_config"], *([row["previous_config"]] if row.get("previous_config") else [])]
     pick = res["best"]["config"]
-    out = {"tune_k": k, "tune_wall_s": res["wall_s"], "tune_command_s": command_s, "tune_pick": pick,
-           "tune_pick_ms": res["best"]["latency_ms"], **raced_score("matmul", problem, dtype, pick, best, bench)}
+    out = {"tune_k": k, "tune_steps": res.get("steps", []), "tune_wall_s": res["wall_s"], "tune_command_s": command_s,
+           "tune_pick": pick, "tune_pick_ms": res["best"]["latency_ms"],
+           **raced_score("matmul", problem, dtype, pick, best, bench)}
     if len(out["raced_ms"]) > 1 and out["raced_ms"][0] < min(out["raced_ms"][1:]):
         # the pick beat the best known (a former sweep's, timed in another call): the space's best is at least
         # the pick, so it too is set against torch.matmul, the same way (pick_* keys)
@@ -92,8 +94,10 @@ def tune_against_best(problem: dict, dtype: str, row: dict, hw, bench: IsolatedB
 @click.option("--no-sweep", is_flag=True, help="sweep nothing: each shape's best is --previous's (shapes without "
               "a row there are skipped)")
 @click.option("--tune-k", type=int, default=0, help="also a cold `costmodel tune -k K` per shape, raced against the best")
+@click.option("--tune-steps", type=int, default=0, help="with --tune-k: the tune's --steps")
 @click.option("--out", default="bench_matmul_gap.jsonl", show_default=True, help="rows are appended here")
-def main(only: str, knob_args: tuple[str, ...], previous: str | None, no_sweep: bool, tune_k: int, out: str) -> None:
+def main(only: str, knob_args: tuple[str, ...], previous: str | None, no_sweep: bool, tune_k: int, tune_steps: int,
+         out: str) -> None:
     chosen = [SHAPES[int(i)] for i in only.split(",")] if only else SHAPES
     knobs = {k: int(v) for k, v in (a.split("=") for a in knob_args)}
     if no_sweep and (knobs or not previous):
@@ -116,7 +120,8 @@ def main(only: str, knob_args: tuple[str, ...], previous: str | None, no_sweep: 
                     f"{row['tune_vs_torch_graph']:.3f})"
                     + (f"; the previous best {row['previous_tune_vs_torch']:.3f}" if "previous_tune_vs_torch" in row else ""))
                 if tune_k:
-                    row |= tune_against_best(problem, dtype, row, hw, bench, cold_triton_cache(base, scratch), tune_k)
+                    row |= tune_against_best(problem, dtype, row, hw, bench, cold_triton_cache(base, scratch), tune_k,
+                                             tune_steps)
             sink.write(json.dumps(row, default=str) + "\n")
             sink.flush()
 

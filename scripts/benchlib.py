@@ -125,14 +125,15 @@ def triton_caches() -> Iterator[tuple[object, str, str]]:
 
 
 def tune_in_new_process(family: str, problem: dict, dtype: str, triton_cache: str,
-                        k: int | None = None) -> tuple[dict, float]:
-    """`costmodel tune` as a user runs it (``-k k`` when given, else its default), with the Triton cache
+                        k: int | None = None, steps: int = 0) -> tuple[dict, float]:
+    """`costmodel tune` as a user runs it (``-k k`` when given, else its default; ``--steps``), with the Triton cache
     ``triton_cache`` (``cold_triton_cache``: empty of kernels): its JSON and the whole command's seconds. It picks by
     GPU time (``--objective graph``), the time a sweep's best is, so the two compare."""
     shape = ",".join(f"{dim}={v}" for dim, v in problem.items())
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "costmodel", "tune", "--kernel", family, "--shape", shape, "--dtype",
-                           dtype, "--objective", "graph", "--no-cache", "--json", *(["-k", str(k)] if k else [])],
+                           dtype, "--objective", "graph", "--no-cache", "--json", *(["-k", str(k)] if k else []),
+                           *(["--steps", str(steps)] if steps else [])],
                           env={**os.environ, "TRITON_CACHE_DIR": triton_cache}, capture_output=True, text=True)
     if proc.returncode:
         raise RuntimeError(f"costmodel tune failed: {proc.stderr[-2000:]}")

@@ -630,7 +630,7 @@ def test_matmul_gap_without_a_sweep_takes_the_former_whole_space_best_and_races_
     assert row["best_config"] == best and row["torch_raced"] == best and row["best_from"] == "s13"
     assert row["valid"] == len(gap.space.enumerate_valid(gap.get_family("matmul"), problem, dtype, hw))
     tuned = {"wall_s": 7.0, "best": {"config": second, "latency_ms": 1.0}}
-    monkeypatch.setattr(gap, "tune_in_new_process", lambda f, p, d, cache, k: (tuned, 9.0) if k == 8 else None)
+    monkeypatch.setattr(gap, "tune_in_new_process", lambda f, p, d, cache, k, steps: (tuned, 9.0) if k == 8 else None)
     out = gap.tune_against_best(problem, dtype, {**row, "previous_config": slow}, hw, ReplayBenchmarker(table),
                                 "cache", 8)
     assert out["raced_configs"] == [second, best, slow] and out["tune_k"] == 8 and out["tune_command_s"] == 9.0
@@ -641,6 +641,22 @@ def test_matmul_gap_without_a_sweep_takes_the_former_whole_space_best_and_races_
     out = gap.tune_against_best(problem, dtype, {**row, "best_config": second}, hw, ReplayBenchmarker(table),
                                 "cache", 8)
     assert out["tune_score_raced"] == 1.0 and out["pick_torch_raced"] == best and out["pick_tune_vs_torch"] == 0.9
+    # --tune-steps reaches the tune's command, and its steps the row
+    tuned = {**tuned, "steps": [{"from": second, "timed": 6, "faster": 1}]}
+    monkeypatch.setattr(gap, "tune_in_new_process",
+                        lambda f, p, d, cache, k, steps=0: (tuned, 9.0) if (k, steps) == (8, 4) else None)
+    out = gap.tune_against_best(problem, dtype, row, hw, ReplayBenchmarker(table), "cache", 8, 4)
+    assert out["tune_steps"] == tuned["steps"]
+    import types
+
+    import benchlib
+
+    calls = []
+    monkeypatch.setattr(benchlib.subprocess, "run", lambda c, **kw: calls.append(c) or types.SimpleNamespace(
+        returncode=0, stdout='{"wall_s": 1}', stderr=""))
+    benchlib.tune_in_new_process("matmul", problem, dtype, "cache", 8, 4)
+    benchlib.tune_in_new_process("matmul", problem, dtype, "cache", 8)
+    assert calls[0][-4:] == ["-k", "8", "--steps", "4"] and "--steps" not in calls[1]
 
 
 def test_bench_tune_summary_gives_each_phases_median_over_the_rows_that_have_it(bench_tune):

@@ -53,7 +53,7 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
         assert res.second_round["configs"] == (min(8, len(cands) - first) if res.second_round["ran"] else 0)
         if res.default_latency_ms is not None:  # the default competes: tune never returns a slower config
             assert res.best["latency_ms"] <= res.default_latency_ms
-        assert set(res.phases_s) == {"rank", "compile", "time", "time_setup", "second", "finalists"}
+        assert set(res.phases_s) == {"rank", "compile", "time", "time_setup", "second", "steps", "finalists"}
         parts = {k: v for k, v in res.phases_s.items() if k != "time_setup"}  # time_setup is part of time
         assert min(parts.values()) >= 0 and sum(parts.values()) <= res.wall_s and res.phases_s["time_setup"] == 0.0
         ratios.append(best / res.best["latency_ms"])
@@ -65,6 +65,50 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     assert geo > float(geomean(np.array(random8))) + 0.05, "no better than benchmarking 8 random configs"
     print(f"replay tune k=8 on {len(ratios)} held-out groups: geomean {geo:.4f}, p10 {np.quantile(ratios, 0.1):.4f}")
     assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
+
+
+def test_steps_time_neighbours_of_the_fastest_one_knob_away_and_only_add(heldout):
+    """``steps``: after the first round (no second here: budget 0), batches of at most STEP_LOCAL untimed configs
+    one knob from the fastest so far, in the model's order, the next from a faster config a step found; the pick is
+    never slower than without steps, and on some held-out matmul groups faster (replayed H200 rows)."""
+    from tuner.tune import STEP_LOCAL, rank_candidates
+
+    cm, t = heldout
+    key = dataset.canonical_json
+
+    class Logged(ReplayBenchmarker):
+        def measure(self, family, problem, dtype, configs):
+            self.batches.append(list(configs))
+            return super().measure(family, problem, dtype, configs)
+
+    bench = Logged(t)
+    gained = tried = 0
+    for family, problem, dtype, _ in _groups(t):
+        if family != "matmul" or gained >= 2:
+            continue
+        tried += 1
+        cands = bench.recorded_configs(family, problem, dtype)
+        bench.batches = []
+        base = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands, objective="graph",
+                    budget_s=0.0)
+        assert base.steps == [] and len(bench.batches) <= 2  # the first round, the finalists
+        bench.batches = []
+        res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands, objective="graph",
+                   budget_s=0.0, steps=4)
+        stepped = bench.batches[1: 1 + len(res.steps)]
+        assert len(res.steps) <= 4 and all(s["faster"] >= 1 for s in res.steps[:-1])  # none: no neighbour recorded
+        order = [key(c) for c in rank_candidates(family, problem, dtype, HW, cm, cands)]
+        seen = {key(c) for c in bench.batches[0]}
+        for s, batch in zip(res.steps, stepped):
+            assert s["timed"] == len(batch) <= STEP_LOCAL and not seen & {key(c) for c in batch}
+            assert all(sum(v != s["from"][k] for k, v in c.items()) == 1 for c in batch)
+            idx = [order.index(key(c)) for c in batch]
+            assert idx == sorted(idx)
+            seen |= {key(c) for c in batch}
+        assert res.benchmarked == base.benchmarked + sum(s["timed"] for s in res.steps)
+        assert res.best["latency_ms"] <= base.best["latency_ms"]
+        gained += res.best["latency_ms"] < base.best["latency_ms"]
+    assert gained >= 1, f"steps gained on none of {tried} held-out matmul groups"
 
 
 def _inverted_model(monkeypatch, bench, family, problem, dtype):
@@ -308,6 +352,7 @@ def test_predict_only_ranks_valid_configs_on_the_cpu(cli):
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "-1"], "--budget-s must be"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--budget-s", "nan"], "--budget-s must be"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "-k", "4", "--explore", "4"], "--explore 4: from 0 to"),
+    (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--steps", "-1"], "--steps -1: a count of steps"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--objective", "cold"], "--objective cold: eager or graph"),
     (["--kernel", "matmul", "--shape", "M=64,N=64,K=64", "--predict-only", "--gpu", "nvidia-b200"], "no model at"),
 ])

@@ -52,6 +52,12 @@ SPREAD_MAX = 1.3
 # against time per config)
 FINALIST_SHARE = 0.15
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows
+# steps (``steps`` > 0; off by default until the H200 measures them on issue 17's tune shapes): from the fastest config
+# timed, the valid configs one knob away not timed yet, the first STEP_LOCAL in the model's order, again from a faster
+# one while a step finds it. Replayed on the shipped model's 150 held-out whole-space groups (tune k 8, objective
+# graph, then up to 4 steps): geomean of best / tune's 0.9940 -> 0.9964, p10 0.980 -> 0.987, 5.6 configs more a group;
+# 12 a step gave the same (scripts/experiments/triton_steps.py, scripts/results/triton_steps-cpu-2026-12-03-s25.json)
+STEP_LOCAL = 6
 
 
 @dataclass
@@ -76,6 +82,7 @@ class TuneResult:
     # deadline are not timed), "reason": why it ran or not, "disagreement": the criterion's figures, "best_ms": its
     # fastest config's first measurement}
     second_round: dict = field(default_factory=dict)
+    steps: list[dict] = field(default_factory=list)  # per step: "from" config, "from_ms", "timed", "faster"
     cached: bool = False
     objective: str = "eager"  # what latency_ms figures are: eager per-call time, or GPU time (graph)
     measurements: list[Measurement] = field(default_factory=list, repr=False)
@@ -268,15 +275,46 @@ def _plan(disagree: dict, batch: list[Config], after_compile_s: float, fastest_c
     return True, "; ".join(disagree["reasons"])
 
 
+def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked: list[Config],
+           timed: list[Measurement], objective: str, rounds: int) -> tuple[list[Measurement], list[dict]]:
+    """Up to ``rounds`` steps from the fastest of ``timed`` (see STEP_LOCAL): (their measurements, what each did)."""
+    from costmodel.dataset import canonical_json
+
+    done = {canonical_json(m.config) for m in timed}
+    ok = [(objective_ms(m, objective), m.config) for m in timed if m.ok]
+    ok = [(t, c) for t, c in ok if t is not None]
+    out: list[Measurement] = []
+    log: list[dict] = []
+    if not ok:
+        return out, log
+    t_from, base = min(ok, key=lambda tc: tc[0])
+    for _ in range(rounds):
+        near = [c for c in ranked if canonical_json(c) not in done
+                and sum(v != base.get(knob) for knob, v in c.items()) == 1][:STEP_LOCAL]
+        if not near:
+            break
+        compile_ahead(bench, family, problem, dtype, near)
+        got = bench.measure(family, problem, dtype, near)
+        out += got
+        done |= {canonical_json(c) for c in near}
+        faster = [(t, m.config) for m in got if m.ok and (t := objective_ms(m, objective)) is not None and t < t_from]
+        log.append({"from": base, "from_ms": t_from, "timed": len(near), "faster": len(faster)})
+        if not faster:
+            break
+        t_from, base = min(faster, key=lambda tc: tc[0])
+    return out, log
+
+
 def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int = K, cost_model=None,
          hw: HardwareRecord | None = None, cache: ResultCache | None = None, exhaustive: bool = False,
          configs: list[Config] | None = None, budget_s: float | None = BUDGET_S,
-         objective: str = "eager", explore: int | None = None) -> TuneResult:
+         objective: str = "eager", explore: int | None = None, steps: int = 0) -> TuneResult:
     """Tune one problem on the current GPU (or ``hw`` with a replay benchmarker). ``cost_model`` defaults to
     the shipped model for the GPU; ``configs`` restricts the candidates (default: the whole valid space; a
     replay can only answer for recorded ones); ``budget_s`` bounds the whole call's wall time for deciding on
     a second round (None: no bound); ``explore`` (default EXPLORE, at most k // 2) first-round slots go to the
-    best-ranked config of structures the rest lack; ``objective`` is the time configs are judged by
+    best-ranked config of structures the rest lack; ``steps``: at most this many steps to neighbours of the fastest
+    config timed, after the rounds (``_steps``; 0: none); ``objective`` is the time configs are judged by
     (``objective_ms``); the result is cached unless ``exhaustive``. The model ranks by GPU time either way (its
     training data has no eager times yet); with launches of 5-11 us (BENCHMARKS, issue 15) the two orders part only
     for the smallest kernels, where the finalists' eager timing decides."""
@@ -327,21 +365,24 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
             ran, why = False, f"over budget: none of the batch's {len(batch)} configs compiled in time"
     t_second = time.perf_counter()
     ok_second = [objective_ms(m, objective) for m in second if m.ok]
+    stepped, step_log = _steps(bench, family, problem, dtype, ranked, first + second, objective, steps) if steps \
+        else ([], [])
+    t_steps = time.perf_counter()
 
     # finalists: the fastest of every config timed, and the default whenever it ran, so it is never beaten
     default_m = first[top.index(default)] if default in top else (first[-1] if extra else None)
-    ok = sorted((m for m in first[: len(top)] + second if m.ok), key=lambda m: objective_ms(m, objective))
+    ok = sorted((m for m in first[: len(top)] + second + stepped if m.ok), key=lambda m: objective_ms(m, objective))
     finalists = [m.config for m in ok[:FINALISTS]]
     if default_m is not None and default_m.ok and default not in finalists:
         finalists.append(default)
     again = bench.measure(family, problem, dtype, finalists * ROUNDS) if len(finalists) > 1 else []
     t_finalists = time.perf_counter()
-    timed_finalists = [m for m in first + second if m.config in finalists] + again
+    timed_finalists = [m for m in first + second + stepped if m.config in finalists] + again
     medians = _median_by_config(timed_finalists, objective)
     best_cfg = min(finalists, key=lambda c: medians[canonical_json(c)]) if finalists else None
     exhaustive_best = None
     rank_of = {canonical_json(c): i + 1 for i, c in enumerate(ranked)}
-    all_ms = first + second + again
+    all_ms = first + second + stepped + again
     if exhaustive:
         everything = bench.measure(family, problem, dtype, ranked)
         all_ms += everything
@@ -349,15 +390,16 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
         exhaustive_best = min(oks) if oks else None
     result = TuneResult(
         gpu=hw.gpu, kernel=family, problem=problem, dtype=dtype, candidates=len(ranked),
-        benchmarked=len(top) + len(extra) + len(second),
+        benchmarked=len(top) + len(extra) + len(second) + len(stepped),
         objective=objective,
         best={"config": best_cfg, "latency_ms": medians[canonical_json(best_cfg)] if best_cfg else None,
               **{f"{o}_ms": _median_by_config(timed_finalists, o).get(canonical_json(best_cfg)) if best_cfg else None
                  for o in ("graph", "eager")}},
         default_latency_ms=objective_ms(default_m, objective) if default_m is not None and default_m.ok else None,
-        wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first + second)),
+        wall_s=0.0, compile_s=float(sum(m.compile_s or 0.0 for m in first + second + stepped)),
         phases_s={"rank": t_ranked - t0, "compile": compile_wait_s, "time": t_measured - t_compiled,
-                  "time_setup": setup_s, "second": t_second - t_measured, "finalists": t_finalists - t_second},
+                  "time_setup": setup_s, "second": t_second - t_measured, "steps": t_steps - t_second,
+                  "finalists": t_finalists - t_steps},
         predicted_rank=[{"rank": rank_of[canonical_json(m.config)], "config": m.config, "status": m.status,
                          "latency_ms": objective_ms(m, objective), "graph_ms": m.latency_ms, "eager_ms": m.eager_ms}
                         for m in first[: len(top)]],
@@ -367,7 +409,7 @@ def tune(family: str, problem: dict, dtype: str, bench: Benchmarker, *, k: int =
                       "best_ms": min(ok_second) if ok_second else None,
                       "timed": [{"config": m.config, "status": m.status, "latency_ms": objective_ms(m, objective)}
                                 for m in second]},
-        measurements=all_ms)
+        steps=step_log, measurements=all_ms)
     result.wall_s = time.perf_counter() - t0
     if cache is not None and not exhaustive and best_cfg is not None:
         cache.put(key, result.as_dict())
