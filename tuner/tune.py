@@ -281,8 +281,7 @@ def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked
     from costmodel.dataset import canonical_json
 
     done = {canonical_json(m.config) for m in timed}
-    ok = [(objective_ms(m, objective), m.config) for m in timed if m.ok]
-    ok = [(t, c) for t, c in ok if t is not None]
+    ok = [(t, m.config) for m in timed if m.ok and (t := objective_ms(m, objective)) is not None]
     out: list[Measurement] = []
     log: list[dict] = []
     if not ok:
