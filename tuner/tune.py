@@ -276,8 +276,10 @@ def _plan(disagree: dict, batch: list[Config], after_compile_s: float, fastest_c
 
 
 def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked: list[Config],
-           timed: list[Measurement], objective: str, rounds: int) -> tuple[list[Measurement], list[dict]]:
-    """Up to ``rounds`` steps from the fastest of ``timed`` (see STEP_LOCAL): (their measurements, what each did)."""
+           timed: list[Measurement], objective: str, rounds: int,
+           local: int = STEP_LOCAL) -> tuple[list[Measurement], list[dict]]:
+    """Up to ``rounds`` steps from the fastest of ``timed``, ``local`` configs each (see STEP_LOCAL): (their
+    measurements, what each did)."""
     from costmodel.dataset import canonical_json
 
     done = {canonical_json(m.config) for m in timed}
@@ -289,7 +291,7 @@ def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked
     t_from, base = min(ok, key=lambda tc: tc[0])
     for _ in range(rounds):
         near = [c for c in ranked if canonical_json(c) not in done
-                and sum(v != base.get(knob) for knob, v in c.items()) == 1][:STEP_LOCAL]
+                and sum(v != base.get(knob) for knob, v in c.items()) == 1][:local]
         if not near:
             break
         compile_ahead(bench, family, problem, dtype, near)

@@ -1,11 +1,12 @@
 """Issue 17 (tune >= 0.95 of the space's best): would steps to neighbours after the Triton tuner help? (CPU replay)
 
 On the shipped model's held-out groups measured over the whole valid space, ``tuner.tune`` runs with the Replay
-benchmarker (objective graph, as replay_tune.py); then, from the fastest config it timed, up to ``--rounds`` steps:
-the recorded configs one knob away from it, not timed yet, ranked by the model, the first ``--local`` timed (the
-recorded latency), again from the new fastest while a step finds a faster one. Geomean, p10 and min of the group's
-best / the tuner's best, before and after the steps, the configs the steps timed, and each group's figures. Nothing
-new is measured: whole-space groups hold every neighbour's recorded time.
+benchmarker (objective graph, as replay_tune.py); then ``tuner.tune._steps`` (what ``costmodel tune --steps`` runs),
+from the fastest config it timed, up to ``--rounds`` steps: the recorded configs that ran one knob away from it, not
+timed yet, ranked by the model, the first ``--local`` timed (the recorded latency), again from the new fastest while a
+step finds a faster one. ``tune_configs``: the configs the tune timed before the steps. Geomean, p10 and min of the
+group's best / the tuner's best, before and after the steps, the configs the steps timed, and each group's figures.
+Nothing new is measured: whole-space groups hold every neighbour's recorded time.
 
     .venv/bin/python scripts/experiments/triton_steps.py [--local 6] [--rounds 4] [--out F]
 """
@@ -31,26 +32,6 @@ from costmodel.hardware import KNOWN  # noqa: E402
 from replay_tune import _figures, emit, groups  # noqa: E402
 
 
-def steps(family, problem, dtype, cm, recorded: dict[str, float], start: dict, timed: set[str], local: int,
-          rounds: int) -> tuple[float, int]:
-    """(the fastest latency after the steps, configs the steps timed) from ``start`` (a config the tune timed)."""
-    key = dataset.canonical_json
-    parsed = {c: json.loads(c) for c in recorded}
-    best_c, best_ms, n = start, recorded[key(start)], 0
-    for _ in range(rounds):
-        near = [d for c, d in parsed.items() if c not in timed and sum(v != best_c.get(k) for k, v in d.items()) == 1]
-        if not near:
-            break
-        ranked = tune_mod.rank_candidates(family, problem, dtype, KNOWN[cm.gpu], cm, near)[:local]
-        timed |= {key(c) for c in ranked}
-        n += len(ranked)
-        c = min(ranked, key=lambda c: recorded[key(c)])
-        if recorded[key(c)] >= best_ms:
-            break
-        best_c, best_ms = c, recorded[key(c)]
-    return best_ms, n
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", default="data")
@@ -70,14 +51,16 @@ def main() -> int:
         bench = ReplayBenchmarker(g)
         res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu],
                             configs=bench.recorded_configs(family, problem, dtype), objective="graph")
-        timed = {dataset.canonical_json(m.config) for m in res.measurements}
-        start = res.best["config"]
-        ms, n = steps(family, problem, dtype, cm, recorded, start, timed, args.local, args.rounds)
+        ranked = tune_mod.rank_candidates(family, problem, dtype, KNOWN[cm.gpu], cm, list(map(json.loads, recorded)))
+        got, _ = tune_mod._steps(bench, family, problem, dtype, ranked, res.measurements, "graph", args.rounds,
+                                 args.local)
+        ms, n = min([m.latency_ms for m in got if m.ok], default=res.best["latency_ms"]), len(got)
         before.append(best / res.best["latency_ms"])
         after.append(best / min(ms, res.best["latency_ms"]))
         extra.append(n)
+        tuned = {dataset.canonical_json(m.config) for m in res.measurements}
         rows.append({"kernel": family, "problem": problem, "dtype": dtype, "before": round(before[-1], 4),
-                     "after": round(after[-1], 4), "step_configs": n, "tune_configs": len(timed)})
+                     "after": round(after[-1], 4), "step_configs": n, "tune_configs": len(tuned)})
     out = {"model_data_hash": cm.meta["data"]["hash"], "local": args.local, "rounds": args.rounds,
            "before": _figures(np.array(before)), "after": _figures(np.array(after)),
            "step_configs_mean": round(float(np.mean(extra)), 1), "groups": rows}
