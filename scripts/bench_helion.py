@@ -4,7 +4,8 @@ from the data. Usage on a GPU host (Helion 1.4.0 carried, see device_job.sh's he
     PYTHONPATH=. python3 scripts/bench_helion.py [--only 0,3] [--full 1] [--out bench_helion.jsonl]
     python3 scripts/bench_helion.py --summarise a.jsonl [--summarise b.jsonl]   # the acceptance figures, one JSON
     python3 scripts/bench_helion.py --list                                      # the problems, by index
-    python3 scripts/bench_helion.py --still-valid a.jsonl    # rows the tuner shipped now would tune the same way
+    python3 scripts/bench_helion.py --still-valid a.jsonl [--recipe default_walk=1]  # rows the tuner shipped now
+                                                              # (so changed) would tune the same way
 
 Problems: costmodel/benchmarks.py's HELION_RACE, three of each Helion kernel with a Triton twin, named there under
 the twin's name so that no collection draws them (they were the first three each family drew with seed 18 that
@@ -291,16 +292,25 @@ def _figures(rows: list[dict]) -> dict:
     return out
 
 
-def still_valid(rows: list[dict], cm) -> list[dict]:
-    """Per race row, whether the tuner shipped now would have timed the same configs, so that the row still
-    measures it: the same ranker (its data hash), the same recipe (``CostModelAutotuner.recipe``: top k, second
-    batch, steps to neighbours; rows from before session 24 have none) and none of the configs the row's tune timed
-    below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose
-    timed configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
+def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
+    """Per race row, whether the tuner shipped now (with ``recipe``'s knobs changed: ``--recipe``) would have timed
+    the same configs, so that the row still measures it: the same ranker (its data hash), the same recipe
+    (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
+    none) or one that differs in ``default_walk`` alone where the row's tune made no walk from the default and would
+    have made none (``tuner.helion.default_walk_alike``), and none of the configs the row's tune timed below the runs
+    classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed
+    configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
-    from tuner.helion import CostModelAutotuner
+    from tuner.helion import CostModelAutotuner, default_walk_alike
 
-    recipe = CostModelAutotuner(objective=OBJECTIVE).recipe()
+    now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
+
+    def alike(search: dict, default: dict) -> bool:
+        ran = search.get("recipe")
+        if ran == now:
+            return True
+        differ = {k for k in {*(ran or {}), *now} if (ran or {}).get(k) != now.get(k)}
+        return ran is not None and differ == {"default_walk"} and default_walk_alike(search, default)
 
     out = []
     for r in rows:
@@ -309,7 +319,7 @@ def still_valid(rows: list[dict], cm) -> list[dict]:
         p = helion_model.p_run(cm, r["kernel"], r["problem"], r["dtype"], [hconfigs.config_json(t) for t in timed])
         dropped = 0 if p is None else int((p < helion_model.RUN_FLOOR).sum())
         same_ranker = c.get("model_data_hash") == cm.meta.get("data", {}).get("hash")
-        same_recipe = c.get("search", {}).get("recipe") == recipe
+        same_recipe = alike(c.get("search", {}), r.get("default", {}).get("config", {}))
         ran = [t["ms"] is not None for t in c.get("search", {}).get("timed", [])]
         out.append({"kernel": r["kernel"], "problem": r["problem"], "dtype": r["dtype"], "same_ranker": same_ranker,
                     "same_recipe": same_recipe, "timed": len(timed), "timed_now_dropped": dropped,
@@ -394,7 +404,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 @click.option("--summarise", "summarise_files", multiple=True,
               help="summarise these row files (each problem's last row in them) and exit")
 @click.option("--still-valid", "valid_files", multiple=True,
-              help="which race rows of these files the tuner shipped now would tune the same way, and exit")
+              help="which race rows of these files the tuner shipped now (with --recipe's changes) would tune the "
+              "same way, and exit")
 @click.option("--retime", "retime_files", multiple=True,
               help="no tunes: time again the configs each race row of these files chose, rows to --out")
 @click.option("--retune", is_flag=True, help="with --retime: costmodel's tune runs anew (cold) before the timing; "
@@ -414,7 +425,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
     if valid_files:
         from costmodel.helion import model as helion_model
 
-        for line in still_valid(read_rows(valid_files), helion_model.load("nvidia-h200")):
+        for line in still_valid(read_rows(valid_files), helion_model.load("nvidia-h200"), parse_recipe(recipe_pairs)):
             print(json.dumps(line))
         return
     recipe = parse_recipe(recipe_pairs)

@@ -524,6 +524,30 @@ def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion
     assert all(o["valid"] for o in bench_helion.still_valid(rows, helion_model.load(bare, "nvidia-h200")))
 
 
+def test_rows_stay_valid_under_a_walk_from_the_default_where_their_tune_would_make_none(bench_helion):
+    """--still-valid --recipe default_walk=1 on session 26's race rows (the shipped model's, without the walk): the
+    matmuls and attention, whose first batch timed the default at 3.9-23.7x its fastest, would be tuned alike and
+    stay valid; every softmax and norm row, whose default ran within 1.5x of the fastest (and was not the fastest),
+    would walk from it, so it is stale. A row tuned with the walk on is stale under a recipe without it where it
+    walked, and valid where it did not; any other knob changed makes every row stale."""
+    from costmodel.helion import model as helion_model
+
+    rows = [json.loads(line) for s in "ab" for line in
+            (ROOT / f"scripts/results/bench_helion-retimed-h200-2026-12-03-s26{s}.jsonl").read_text().splitlines()]
+    cm = helion_model.load("nvidia-h200")
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm))
+    walk = bench_helion.still_valid(rows, cm, {"default_walk": 1})
+    assert [o["valid"] for o in walk] == [r["kernel"] in ("helion:matmul", "helion:attention") for r in rows]
+    assert sum(o["valid"] for o in walk) == 6
+    assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"default_walk": 1, "local": 7}))
+    walked = json.loads(json.dumps(rows))
+    for r in walked:
+        r["costmodel"]["search"]["recipe"]["default_walk"] = 1
+    first, second = [r for r in walked if r["kernel"] == "helion:matmul"][:2]
+    first["costmodel"]["search"]["steps"][-1]["walk"] = "default"  # as if its last step had been the walk's
+    assert [o["valid"] for o in bench_helion.still_valid([first, second], cm)] == [False, True]
+
+
 @pytest.mark.gpu
 def test_helion_race_latencies_on_the_gpu(bench_helion):
     """The race's timing of a small softmax on the GPU: the config three choosers share timed once (one figure for

@@ -334,10 +334,32 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
     first = min(ran)[1]
     out = walk(tuner, cm, bound, args, call, batch, ms, done, first)
     d = batch.index(default) if default in batch else None
-    if tuner.default_walk and d not in (None, first) and ms[d] is not None and ms[d] <= DEFAULT_WALK_WITHIN * min(
-            t for t in ms if t is not None):
+    if tuner.default_walk and walks_from_default(ms, d, first):
         out += [{"walk": "default", **s} for s in walk(tuner, cm, bound, args, call, batch, ms, done, d)]
     return out
+
+
+def walks_from_default(ms: list[float | None], d: int | None, first: int) -> bool:
+    """Whether ``step`` (with ``default_walk``) walks again from the default, ``batch[d]``: it is not the first
+    batch's fastest (``batch[first]``, where the first walk started), it ran, and within ``DEFAULT_WALK_WITHIN`` of
+    the fastest timed so far (``ms``: the batch and the first walk's configs)."""
+    return d not in (None, first) and ms[d] is not None and ms[d] <= DEFAULT_WALK_WITHIN * min(
+        t for t in ms if t is not None)
+
+
+def default_walk_alike(search: dict, default: dict) -> bool:
+    """Whether a recorded tune (``CostModelAutotuner.last``; ``default`` the problem's default config) timed the
+    same configs with ``default_walk`` on as off: it made no walk from the default and, had it been on, would not
+    have (``walks_from_default`` on its record: its timed configs in order, the batch first, then the steps')."""
+    steps = search.get("steps", [])
+    if any(s.get("walk") == "default" for s in steps):
+        return False
+    configs = [hconfigs.config_json(t["config"]) for t in search["timed"]]
+    ms = [t["ms"] for t in search["timed"]]
+    batch = ms[: len(ms) - sum(s.get("timed", 0) for s in steps)]
+    ran = [(t, i) for i, t in enumerate(batch) if t is not None]
+    d = hconfigs.config_json(default)
+    return not ran or not walks_from_default(ms, configs.index(d) if d in configs else None, min(ran)[1])
 
 
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
