@@ -336,12 +336,17 @@ def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names
+    from tuner.helion import CostModelAutotuner
     out = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
         if name not in names or not value.isdigit():
             raise click.BadParameter(f"{pair!r}: NAME=N with NAME one of {', '.join(names)}", param_hint="--recipe")
         out[name] = int(value)
+    try:  # the tuner's own checks (radius 0 reaches nothing), here before any tune or row is read
+        CostModelAutotuner(objective=OBJECTIVE, **out)
+    except CostModelError as e:
+        raise click.BadParameter(str(e), param_hint="--recipe") from None
     return out
 
 

@@ -459,7 +459,8 @@ def test_helion_race_retime_takes_the_rows_of_the_problems_asked_for(bench_helio
 
 def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, monkeypatch, tmp_path):
     """--recipe NAME=N reaches costmodel's tunes alone, through the tune's own process (whose parser refuses a knob
-    the tuner has not: exit 2); a value that is not a whole number, or an unknown knob, is exit 2 with one line."""
+    the tuner has not: exit 2); a value that is not a whole number, an unknown knob, or a value the tuner refuses
+    (radius 0), is exit 2 with one line, with --still-valid too."""
     import types
 
     from click.testing import CliRunner
@@ -480,6 +481,10 @@ def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, mo
         r = CliRunner().invoke(bench_helion.main, [*args, "--recipe", bad])
         names = "k, refill, climb, local, local_rounds, default_walk, radius"
         assert r.exit_code == 2 and f"'{bad}': NAME=N with NAME one of {names}" in r.output
+    for more in ([], ["--still-valid", rows]):  # a value the tuner refuses: one line, before any tune or check
+        r = CliRunner().invoke(bench_helion.main, [*args, *more, "--recipe", "radius=0"])
+        assert r.exit_code == 2 and "radius 0: a step reaches at least 1" in r.output and "Traceback" not in r.output
+    assert len(asked) == 3
     monkeypatch.undo()
     env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
     problem = {"M": 64, "N": 256}
