@@ -3,7 +3,7 @@
 # environment's 2.13), so that a change meets 1.4.0's ConfigSpec before it meets the GPU. It builds once
 # .venv-helion140: torch 2.11 from the package index (with its CUDA libraries: about 5 GB), triton 3.6, Helion 1.4.0
 # (.whl/ where ../shared/device/wheels.sh put it, else the index), the project's runtime deps. Helion's
-# tensor-descriptor check is answered as a Hopper GPU answers it (tests/helion_scripts/h200_tma.py): on a CPU, 1.4.0
+# device checks are answered as the H200 answers them (tests/helion_scripts/h200_answers.py): on a CPU, 1.4.0
 # offers block_ptr indexing instead, and refuses the recorded configs that use tensor descriptors.
 #   bash scripts/helion140_check.sh [pytest args]        (default: tests/test_helion_tune.py)
 set -euo pipefail
@@ -16,4 +16,4 @@ if [ ! -x $venv/bin/python ]; then
     pyarrow xgboost-cpu==3.2.0 click rich pandas scipy psutil pytest
 fi
 $venv/bin/python -c 'import importlib.metadata as m; print("helion", m.version("helion"), "torch", m.version("torch"))'
-PYTHONPATH=.:tests/helion_scripts exec $venv/bin/python -m pytest -p h200_tma -p no:cacheprovider -q "${@:-tests/test_helion_tune.py}"
+PYTHONPATH=.:tests/helion_scripts exec $venv/bin/python -m pytest -p h200_answers -p no:cacheprovider -q "${@:-tests/test_helion_tune.py}"

@@ -333,19 +333,20 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
     """A recorded group ranked so that the batch's fastest is a config x one of whose neighbours y was recorded
     faster: the tuner steps to x's neighbours untimed so far, in the model's order with the first of each knob first,
     in a batch beside the first, finds
-    y and returns it; a second step starts from y. With ``local`` 0 it times the first batch alone."""
+    y and returns it; a second step starts from y. With ``local`` 0 it times the first batch alone. The ranking
+    stands in for Helion's default too, with the batch's slowest: the group's own default (under Helion 1.4.0
+    answering as the H200, the sm90 seed the H200 recorded) is faster than every such x."""
     group, kernel, problem, dtype, x, y = _neighbour_pair(rows)
     recorded = [json.loads(c) for c in group["config_json"].to_pylist()]
     replay = htune.HelionReplay(group)
     key, ms = configs.config_json, replay.latency
     bound, args = _bound(kernel, problem, dtype)
-    d = key(configs.normalise(bound.config_spec.default_config()))
-    slow = sorted((c for c in ms if ms[c] > ms[x] and c != d), key=ms.get, reverse=True)[: K - 1]
+    slow = sorted((c for c in ms if ms[c] > ms[x]), key=ms.get, reverse=True)[: K - 1]
     first = [json.loads(c) for c in [x, *slow]]
 
     class XFirst(htune.CostModelAutotuner):
         def ranked(self, cm, bound, args):
-            return first, super().ranked(cm, bound, args)[1]
+            return first, first[1]
 
     def tune(**kw):
         replay.asked.clear()
@@ -969,6 +970,43 @@ def _verified(first):
     assert best == default or ms * (1 + tolerance) < v[default]["ms"]
     assert last["verify_s"] <= VERIFY_BUDGET_S, last["verify_s"]
     return best
+
+
+def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did():
+    """costmodel.helion.target.answer_as: Helion's device checks answered as the H200's on this CPU. Under any
+    Helion: the random population holds maxnreg (a CPU's spec lacks it, which shifts every later draw) and the
+    compiler's sm90 seed heuristics fire for a reduction, whose seed becomes its default config; not so without
+    the answers. Under Helion 1.4.0, the
+    H200's: the tuner ranks session 26's race problems as the H200's tunes recorded them. matmul 4155x4096x4476 bf16:
+    the candidates, those the runs classifier dropped, the top k in order, the climb's record and configs;
+    rms_norm 13911x12466 fp16: Helion's default config, the sm90 seed promoted to it (the default the race timed, the
+    start of Helion quick's walk), which a CPU without the answers does not give. In processes of their own: the
+    answers hold for a whole process."""
+    rows = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl"
+    recorded = [json.loads(line) for line in rows.read_text().splitlines()]
+
+    def ranked(index, mode):
+        r = subprocess.run([sys.executable, str(ROOT / "tests/helion_scripts/rank_as_h200.py"), str(rows), str(index),
+                            mode], env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True,
+                           timeout=600, cwd=ROOT)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    matmul, norm = 0, 2
+    assert (recorded[matmul]["kernel"], recorded[norm]["kernel"]) == ("helion:matmul", "helion:rms_norm")
+    h200, cpu = ranked(matmul, "h200"), ranked(matmul, "cpu")
+    norm_h200, norm_cpu = ranked(norm, "h200"), ranked(norm, "cpu")
+    assert h200["with_maxnreg"] > 0 and cpu["with_maxnreg"] == 0
+    assert norm_h200["heuristics"] and norm_h200["heuristics"] != norm_cpu["heuristics"]
+    assert norm_h200["default"] != norm_cpu["default"]
+    if h200["helion"] != recorded[matmul]["helion_version"]:
+        return  # another Helion draws and seeds otherwise: the record is 1.4.0's
+    search = recorded[matmul]["costmodel"]["search"]
+    timed = [configs.config_json(t["config"]) for t in search["timed"]]
+    assert (h200["candidates"], h200["dropped"]) == (search["candidates"], search["dropped"]) == (1557, 3)
+    assert h200["top"] == timed[: search["recipe"]["k"]] != cpu["top"]
+    assert h200["climb"] == search["climb"] and h200["climbed"] == timed[8:11]
+    assert norm_h200["default"] == configs.config_json(recorded[norm]["default"]["config"])
 
 
 @pytest.mark.gpu

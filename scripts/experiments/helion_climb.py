@@ -7,9 +7,9 @@ adds to the first batch: their scores, and how many knobs each is from quick's p
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_climb.py scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl \
-        [--model nvidia-h200] [--tma] [--json]
+        [--model nvidia-h200] [--h200] [--json]
 
-Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --tma, the space is the
+Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --h200, the space is the
 one the H200's tunes climb in.
 """
 
@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
 from costmodel.helion import configs, families  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
-from helion_steps import TMA, brief, knobs_apart, model_and_rows  # noqa: E402
+from helion_steps import H200, brief, knobs_apart, model_and_rows  # noqa: E402
 
 
 def one(row: dict, cm) -> dict:
@@ -60,9 +60,9 @@ def one(row: dict, cm) -> dict:
 @click.argument("rows_files", nargs=-1, required=True)
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
-@TMA
-def main(rows_files, model, as_json, tma) -> None:
-    cm, rows = model_and_rows(model, rows_files, tma)
+@H200
+def main(rows_files, model, as_json, h200) -> None:
+    cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
         if not row.get("quick", {}).get("config"):
             continue

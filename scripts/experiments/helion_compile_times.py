@@ -16,21 +16,18 @@ import time
 
 import click
 
-H200_SMS = 132
-
 
 def compile_one(kernel: str, problem: dict, dtype: str, config: dict) -> float:
     import helion
-    import helion._compat
-    import helion.runtime
     import triton.runtime.jit as jit
     from triton.runtime import driver
 
     from costmodel import benchmark
+    from costmodel.hardware import KNOWN
+    from costmodel.helion.target import answer_as
 
     driver.set_active(benchmark.target_only_driver())
-    helion._compat._supports_tensor_descriptor = lambda: True
-    helion.runtime.get_num_sm = lambda *a, **k: H200_SMS
+    answer_as(KNOWN["nvidia-h200"])
     run = jit.JITFunction.run
     jit.JITFunction.run = lambda self, *a, **k: run(self, *a, **{**k, "warmup": True})
     _, _, args, bound = benchmark._helion_bound(kernel, problem, dtype, "cpu", 0)

@@ -7,10 +7,12 @@ Helion quick's pick: how many knobs apart it is from the fastest (flattened as H
 and, one knob apart, its rank among the neighbours. Nothing is timed: which step pays is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_steps.py scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl \
-        [--model nvidia-h200] [--local 6] [--radius 1] [--tma] [--json]
+        [--model nvidia-h200] [--local 6] [--radius 1] [--h200] [--json]
 
-Run under Helion 1.4.0 (the H200's; it imports beside torch 2.11, not 2.13) with --tma, the space is the one the
-H200's tunes step in.
+Run under Helion 1.4.0 (the H200's; it imports beside torch 2.11, not 2.13) with --h200, the space is the one the
+H200's tunes step in (``costmodel.helion.target.answer_as``). Sessions 19-26 ran these scripts with ``--tma``, which
+answered Helion's tensor-descriptor check alone: the space lacked ``maxnreg``, so its random population was not the
+H200's.
 """
 
 from __future__ import annotations
@@ -77,18 +79,19 @@ def changed(base: dict, c: dict) -> dict:
     return {k: c.get(k) for k in sorted(set(base) | set(c)) if base.get(k) != c.get(k)}
 
 
-TMA = click.option("--tma", is_flag=True, help="answer Helion's tensor-descriptor check as the H200 does (a CPU says "
-                   "no, and Helion 1.4.0 then offers block_ptr indexing instead: its space is not the H200's)")
+H200 = click.option("--h200", is_flag=True, help="answer Helion's device checks as the H200 does (a CPU has no "
+                    "tensor descriptors, no maxnreg: its space and random population are not the H200's)")
 
 
-def model_and_rows(model: str, rows_files: tuple[str, ...], tma: bool):
-    """(the Helion model, the race rows of the files), Helion's tensor-descriptor check answered as the H200's with
-    ``tma``."""
+def model_and_rows(model: str, rows_files: tuple[str, ...], h200: bool):
+    """(the Helion model, the race rows of the files), Helion's device checks answered as the H200's with
+    ``h200`` (``costmodel.helion.target.answer_as``)."""
     warnings.simplefilter("ignore")
-    if tma:
-        import helion._compat
+    if h200:
+        from costmodel.hardware import KNOWN
+        from costmodel.helion.target import answer_as
 
-        helion._compat._supports_tensor_descriptor = lambda: True  # its own hook "we can patch in testing"
+        answer_as(KNOWN["nvidia-h200"])
     cm = helion_model.load(model)
     try:
         return cm, [json.loads(line) for f in rows_files for line in open(f) if line.strip()]
@@ -102,9 +105,9 @@ def model_and_rows(model: str, rows_files: tuple[str, ...], tma: bool):
 @click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
 @click.option("--radius", default=1, help="how far a step reaches along each knob (tuner.helion.RADIUS)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
-@TMA
-def main(rows_files, model, local, radius, as_json, tma) -> None:
-    cm, rows = model_and_rows(model, rows_files, tma)
+@H200
+def main(rows_files, model, local, radius, as_json, h200) -> None:
+    cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
         if "config" not in row.get("costmodel", {}) or not row["costmodel"].get("search", {}).get("timed"):
             continue

@@ -21,27 +21,24 @@ import time
 
 PROBLEMS = {"matmul": {"M": 200, "N": 136, "K": 96}, "softmax": {"M": 37, "N": 1000},
             "cross_entropy": {"M": 37, "N": 1000}}  # int64 targets among its launch's arguments
-H200_SMS = 132
 
 
 def target_only() -> None:
     """Triton's CUDA driver answering device queries for an sm_90 target, and building no launcher (that loads
-    libcuda); Helion told that the target has tensor descriptors, as an H200 has."""
-    import helion._compat
+    libcuda); Helion's device checks answered as the H200's (tensor descriptors, maxnreg, its SMs)."""
     from triton.runtime import driver
 
     from costmodel.benchmark import target_only_driver
+    from costmodel.hardware import KNOWN
+    from costmodel.helion.target import answer_as
 
     driver.set_active(target_only_driver())
-    helion._compat._supports_tensor_descriptor = lambda: True
+    answer_as(KNOWN["nvidia-h200"])
 
 
 def configs(family: str, n: int) -> list[dict]:
-    import helion.runtime
-
     from costmodel.helion import families
 
-    helion.runtime.get_num_sm = lambda *a, **k: H200_SMS  # persistent configs ask the device: here the CPU
     fam = families.get(family)
     out = families.candidates(fam.bind(PROBLEMS[family], "float16", "cpu")[0], n + 1, seed=0)
     if out[0].get("indexing"):  # the default config again, every memory op through a tensor descriptor
