@@ -7,7 +7,7 @@ Helion quick's pick: how many knobs apart it is from the fastest (flattened as H
 and, one knob apart, its rank among the neighbours. Nothing is timed: which step pays is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_steps.py scripts/results/bench_helion-h200-2026-12-02-s24b.jsonl \
-        [--model nvidia-h200] [--local 6] [--radius 1] [--h200] [--json]
+        [--model nvidia-h200] [--local 6] [--radius 1] [--start fastest|default] [--h200] [--json]
 
 Run under Helion 1.4.0 (the H200's; it imports beside torch 2.11, not 2.13) with --h200, the space is the one the
 H200's tunes step in (``costmodel.helion.target.answer_as``). Sessions 19-26 ran these scripts with ``--tma``, which
@@ -47,20 +47,22 @@ def brief(c: dict) -> str:
             f"evict {''.join((e or '-')[0] for e in ev)} flat {c.get('range_flattens')} l2 {c.get('l2_groupings')}")
 
 
-def one(row: dict, cm, local: int, radius: int = 1) -> dict:
-    from tuner.helion import Call, by_score, spread
+def one(row: dict, cm, local: int, radius: int = 1, start: str = "fastest") -> dict:
+    from tuner.helion import Call, by_score, runnable, spread
 
     name = row["kernel"].removeprefix("helion:")
     fam = families.get(name)
     bound, args = fam.bind(row["problem"], row["dtype"])
+    call = Call.of(bound, args)
     timed = [t for t in row["costmodel"]["search"]["timed"] if t["ms"] is not None]
     fastest = min(timed, key=lambda t: t["ms"])["config"]
+    origin = fastest if start == "fastest" else row["default"]["config"]
     done = {configs.config_json(t["config"]) for t in row["costmodel"]["search"]["timed"]}
-    near = [c for c in families.neighbours(bound, fastest, radius) if configs.config_json(c) not in done]
-    ranked = by_score(cm, Call.of(bound, args), near)
-    order = spread(fastest, ranked)
+    near = [c for c in families.neighbours(bound, origin, radius) if configs.config_json(c) not in done]
+    ranked = by_score(cm, call, near)
+    order = spread(origin, runnable(cm, call, ranked, 0))  # as the tuner's step orders them
     quick = row["quick"]["config"]
-    apart = knobs_apart(bound, fastest, quick)
+    apart = knobs_apart(bound, origin, quick)
     keys = [configs.config_json(c) for c in order]
     rank = keys.index(configs.config_json(quick)) + 1 if configs.config_json(quick) in keys else None
     from bench_helion import ratio
@@ -68,10 +70,12 @@ def one(row: dict, cm, local: int, radius: int = 1) -> dict:
     return {"kernel": row["kernel"], "problem": row["problem"], "dtype": row["dtype"],
             "vs_quick": ratio(row, "quick"),  # as the race's summary reads it
             "fastest_timed": brief(fastest), "fastest_ms": min(t["ms"] for t in timed), "quick": brief(quick),
+            "start": start, "from": brief(origin), "from_ms": next((t["ms"] for t in timed if t["config"] == origin),
+                                                                    None),
             "quick_knobs_apart": len(apart), "apart": apart, "neighbours": len(order),
             "quick_rank_among_neighbours": rank,
-            "model_first": [changed(fastest, c) for c in ranked[:local]],
-            f"first_{local}": [changed(fastest, c) for c in order[:local]]}
+            "model_first": [changed(origin, c) for c in ranked[:local]],
+            f"first_{local}": [changed(origin, c) for c in order[:local]]}
 
 
 def changed(base: dict, c: dict) -> dict:
@@ -104,19 +108,23 @@ def model_and_rows(model: str, rows_files: tuple[str, ...], h200: bool):
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--local", default=6, help="neighbours a step times (tuner.helion.LOCAL)")
 @click.option("--radius", default=1, help="how far a step reaches along each knob (tuner.helion.RADIUS)")
+@click.option("--start", type=click.Choice(["fastest", "default"]), default="fastest", show_default=True,
+              help="the step from the fastest config the row's tune timed, or from Helion's default config (where "
+              "the tuner's second walk starts: tuner.helion.DEFAULT_WALK)")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
 @H200
-def main(rows_files, model, local, radius, as_json, h200) -> None:
+def main(rows_files, model, local, radius, start, as_json, h200) -> None:
     cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
         if "config" not in row.get("costmodel", {}) or not row["costmodel"].get("search", {}).get("timed"):
             continue
-        out = one(row, cm, local, radius)
+        out = one(row, cm, local, radius, start)
         if as_json:
             print(json.dumps(out))
         else:
             print(f"{out['kernel']} {out['problem']} {out['dtype']} vs quick {out['vs_quick']}", file=sys.stderr)
             print(f"  fastest timed {out['fastest_ms']:.4f} ms: {out['fastest_timed']}", file=sys.stderr)
+            print(f"  a step from the {start} ({out['from_ms']} ms): {out['from']}", file=sys.stderr)
             print(f"  quick: {out['quick']}; {out['quick_knobs_apart']} knobs apart, rank "
                   f"{out['quick_rank_among_neighbours']} of {out['neighbours']}", file=sys.stderr)
             for a, b in zip(out["model_first"], out[f"first_{local}"]):
