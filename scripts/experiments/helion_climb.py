@@ -1,7 +1,9 @@
 """Issue 18: what the tuner's climb (tuner.helion.climb) would time on the race's rows, beside Helion quick's pick
 (CPU, nothing timed).
 
-Per race row (``bench_helion.py`` output): the candidates ranked as the tuner ranks them, the model's score of the
+Per race row (``bench_helion.py`` output): the candidates ranked as the tuner ranks them (how many, how many the
+runs classifier dropped; ``as_recorded``: which of the default config, those counts, the top k and the climb are
+the row's H200 tune's), the model's score of the
 best of them, of Helion quick's pick and that pick's rank among them (was it a candidate?), and the configs the climb
 adds to the first batch: their scores, and how many knobs each is from quick's pick (flattened as Helion's
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
@@ -31,6 +33,17 @@ from costmodel.helion import model as helion_model  # noqa: E402
 from helion_steps import H200, brief, knobs_apart, model_and_rows  # noqa: E402
 
 
+def as_recorded(row: dict, ranked: list[dict], dropped: int, default: dict, record: dict) -> dict:
+    """What of this ranking and climb equals the row's H200 tune's record: the default config, the candidates and
+    dropped counts, the first k (the row's first timed), the climb's record."""
+    search, key = row.get("costmodel", {}).get("search", {}), configs.config_json
+    timed = [key(t["config"]) for t in search.get("timed", [])]
+    k = search.get("recipe", {}).get("k", 8)
+    return {"default": key(default) == key(row["default"]["config"]),
+            "candidates": (len(ranked), dropped) == (search.get("candidates"), search.get("dropped")),
+            "top_k": [key(c) for c in ranked[:k]] == timed[:k], "climb": record == search.get("climb")}
+
+
 def one(row: dict, cm) -> dict:
     from tuner.helion import Call, CostModelAutotuner, climb
 
@@ -38,7 +51,7 @@ def one(row: dict, cm) -> dict:
     bound, args = fam.bind(row["problem"], row["dtype"])
     call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu)
     t0 = time.perf_counter()
-    ranked, _ = tuner.ranked(cm, bound, args)
+    ranked, default = tuner.ranked(cm, bound, args)
     t1 = time.perf_counter()
     got, record = climb(tuner, cm, bound, call, ranked)
     t2 = time.perf_counter()
@@ -47,7 +60,9 @@ def one(row: dict, cm) -> dict:
     s = helion_model.score(cm, call.kernel, call.problem, call.dtype, [*keys, configs.config_json(quick)], call.shape)
     s_ranked, s_quick = np.asarray(s[:-1]), float(s[-1])
     return {"kernel": row["kernel"], "problem": row["problem"], "dtype": row["dtype"], "index": row.get("index"),
-            "candidates": len(ranked), "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
+            "candidates": len(ranked), "dropped": tuner.dropped,
+            "as_recorded": as_recorded(row, ranked, tuner.dropped, default, record),
+            "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
             "quick_is_candidate": configs.config_json(quick) in keys,
             "quick_rank": int((s_ranked > s_quick).sum()) + 1, "quick": brief(quick),
             "climbed": [{"config": brief(c), "score": sc, "knobs_from_quick": len(knobs_apart(bound, c, quick))}
