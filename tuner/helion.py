@@ -85,10 +85,12 @@ LOCAL_ROUNDS = 4
 # holds a move of several knobs at once: on the race's matmul 4155x4096x4476 bf16 the shipped model (data
 # ddb56a4e076d83d6) scores Helion quick's pick, the batch's 128x256x64 tile not persistent with three
 # tensor-descriptor loads, 1.43, the best of its 1,560 candidates 1.03; no candidate was quick's pick, and the tune
-# lost to it (0.916). The climb reaches that tile with three tensor-descriptor loads, persistent, at 1.90 (Helion
-# 1.4.0's space: scripts/experiments/helion_climb.py --tma, its output helion_climb-helion140-cpu-2026-12-03-s25.jsonl
-# in scripts/results). On the two norms that lost, quick's picks rank 36th and 38th among the candidates: the climb
-# goes where the model looks, not where quick went. What the climbed configs time is for the H200 to say.
+# lost to it (0.916). On the H200 (session 26's race) the climb's best, a 64x512x64 tile with three
+# tensor-descriptor loads, scored 1.33 and ran 0.963 of the top 8's fastest: 0.981 of quick. (Session 25's CPU figures
+# for it, 1.90, came from a space that was not the H200's; under Helion 1.4.0 answering as the H200,
+# costmodel/helion/target.py, the CPU climbs as the H200 did: scripts/experiments/helion_climb.py --h200, output
+# helion_climb-helion140-cpu-2026-12-03-s27.jsonl in scripts/results.) On the two norms that lost, quick's picks
+# rank 35th and 32nd among the candidates: the climb goes where the model looks, not where quick went.
 CLIMB = 3
 CLIMB_FROM = 4
 CLIMB_ROUNDS = 3
@@ -99,7 +101,10 @@ CLIMB_ROUNDS = 3
 # walk from the default: rms_norm 13911x12466 the default's 16 warps and pointer loads with a loop of 1,024 (default
 # 1.02x the batch's fastest), layer_norm 13911x12466 two rows a program at the default's 16 warps (1.40x), while the
 # walk from the batch's fastest stopped in another region; on the matmuls and attention the default ran 3.9-22.5x the
-# fastest, too far behind for 4 steps (scripts/results/bench_helion-retimed-h200-2026-12-03-s26{a,b}.jsonl).
+# fastest, too far behind for 4 steps (scripts/results/bench_helion-retimed-h200-2026-12-03-s26{a,b}.jsonl). That
+# default is Helion 1.4.0's sm90 reduction seed (one row a program, no loop, 16 warps, pointer loads); a step's
+# first six from it change no reduction loop on either norm (helion_steps.py --start default --h200,
+# helion_steps-helion140-cpu-2026-12-03-s27-from-default.jsonl), so reaching quick's loops takes several steps.
 DEFAULT_WALK = 0
 DEFAULT_WALK_WITHIN = 1.5
 # how far a step reaches along each knob (``families.neighbours``' radius; a power of two's steps count in log2).
@@ -108,7 +113,7 @@ DEFAULT_WALK_WITHIN = 1.5
 # loops over 1,024 (session 26's race). 1 in the shipped recipe until a race says otherwise (bench_helion --recipe
 # radius=2); under the shipped model, radius 2's first six from that pick do not hold the loop of 1,024, but from
 # layer_norm 13911x12466's they hold 16 warps, quick's, where radius 1's go to 8 at most
-# (scripts/experiments/helion_steps.py --radius 2 --tma under Helion 1.4.0).
+# (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0, helion_steps-*-s27-radius2.jsonl).
 RADIUS = 1
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "local", "local_rounds", "default_walk", "radius")
