@@ -1009,6 +1009,35 @@ def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did():
     assert norm_h200["default"] == configs.config_json(recorded[norm]["default"]["config"])
 
 
+@pytest.mark.parametrize("index", [0, 2])  # matmul 4155x4096x4476 bf16 (climb, refill, steps); rms_norm 13911x12466
+def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(index):
+    """Session 26's race tunes replayed through CostModelSearch on this CPU, each config answered with the time the
+    H200's tune recorded for it (its batch timing; the re-timing from its verification): under Helion 1.4.0 answering
+    as the H200 (scripts/helion140_check.sh), the tuner on main times the configs the H200's tune timed, in order,
+    climb, refill and steps to neighbours included, makes the same steps and picks the same config. A config the
+    record lacks would answer None and change the path. Another Helion's space is another: skipped there."""
+    from costmodel.helion import helion_version
+
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl").read_text()
+                     .splitlines()[index])
+    if helion_version() != row["helion_version"] or not helion._compat.supports_maxnreg():
+        pytest.skip("the H200's space: Helion 1.4.0 answering as the H200 (scripts/helion140_check.sh)")
+    search, key = row["costmodel"]["search"], configs.config_json
+    table = pa.table({"config_json": [key(t["config"]) for t in search["timed"]],
+                      "status": ["ok" if t["ms"] is not None else "error" for t in search["timed"]],
+                      "latency_ms": [t["ms"] for t in search["timed"]]})
+    replay = htune.HelionReplay(table, steady={key(v["config"]): v["ms"] for v in search["verified"]})
+    bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
+    tuner = htune.CostModelAutotuner(timer=replay, gpu=GPU, helion_version="1.4.0", objective="graph",
+                                     **{k: v for k, v in search["recipe"].items() if k != "objective"})
+    got = htune.CostModelSearch(tuner, helion_model.load(GPU), bound, args).autotune()
+    last = tuner.last
+    assert [key(t["config"]) for t in last["timed"]] == list(table["config_json"].to_pylist())
+    assert [[s[k] for k in ("from", "timed", "faster")] for s in last["steps"]] == \
+        [[s[k] for k in ("from", "timed", "faster")] for s in search["steps"]]
+    assert key(configs.normalise(dict(got))) == key(row["costmodel"]["config"]) == key(last["best"]["config"])
+
+
 @pytest.mark.gpu
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs classifier
