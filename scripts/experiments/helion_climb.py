@@ -2,8 +2,9 @@
 (CPU, nothing timed).
 
 Per race row (``bench_helion.py`` output): the candidates ranked as the tuner ranks them (how many, how many the
-runs classifier dropped; ``as_recorded``: which of the default config, those counts, the top k and the climb are
-the row's H200 tune's), the model's score of the
+runs classifier dropped, how many hold maxnreg; Helion's default config and the compiler's seed heuristics that
+fired; ``as_recorded``: which of the default config, those counts, the top k and the climb are the row's H200
+tune's), the model's score of the
 best of them, of Helion quick's pick and that pick's rank among them (was it a candidate?), and the configs the climb
 adds to the first batch: their scores, and how many knobs each is from quick's pick (flattened as Helion's
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
@@ -61,6 +62,8 @@ def one(row: dict, cm) -> dict:
     s_ranked, s_quick = np.asarray(s[:-1]), float(s[-1])
     return {"kernel": row["kernel"], "problem": row["problem"], "dtype": row["dtype"], "index": row.get("index"),
             "candidates": len(ranked), "dropped": tuner.dropped,
+            "with_maxnreg": sum("maxnreg" in c for c in ranked), "default": configs.config_json(default),
+            "seed_heuristics": list(getattr(bound.env.config_spec, "autotuner_heuristics", None) or []),
             "as_recorded": as_recorded(row, ranked, tuner.dropped, default, record),
             "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
             "quick_is_candidate": configs.config_json(quick) in keys,
