@@ -307,10 +307,10 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
     def alike(search: dict, default: dict) -> bool:
         ran = search.get("recipe")
-        if ran == now:
-            return True
-        differ = {k for k in {*(ran or {}), *now} if (ran or {}).get(k) != now.get(k)}
-        return ran is not None and differ == {"default_walk"} and default_walk_alike(search, default)
+        if ran is None or ran == now:
+            return ran is not None
+        differ = {k for k in {*ran, *now} if ran.get(k) != now.get(k)}
+        return differ == {"default_walk"} and default_walk_alike(search, default)
 
     out = []
     for r in rows:

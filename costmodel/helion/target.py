@@ -1,9 +1,11 @@
 """Helion's device checks answered as a recorded GPU answers them, on a machine without that GPU (a CPU).
 
 Helion's ConfigSpec depends on the device a kernel is bound for: tensor-descriptor indexing (compute capability 9
-or more), the ``maxnreg`` knob (CUDA only), the register budget that caps ``maxnreg`` by warps, and the SM count
-that persistent programs ask for. A CPU answers no, no, an error and nothing. So its random population is not the
-GPU's: Helion draws every knob in turn from one seeded generator, and a knob it lacks shifts every later draw.
+or more), the ``maxnreg`` knob (CUDA only), the register budget that caps ``maxnreg`` by warps, the SM count that
+persistent programs ask for, and the hardware (``sm90``) the compiler's seed heuristics ask for. A CPU answers no,
+no, an error, nothing and an error. So its random population is not the GPU's (Helion draws every knob in turn from
+one seeded generator, and a knob it lacks shifts every later draw), nor its default config (Helion 1.4.0 promotes
+its sm90 seed to the default of softmax and the norms).
 
 With only the tensor-descriptor answer (what the CPU analyses of sessions 19-26 gave), the CPU ranked a population
 whose first 8 shared only the Triton twin's four with the H200's tune of matmul 4155x4096x4476 bf16. Answered
