@@ -23,7 +23,8 @@ checks the output against the family's float32 reference (``HelionFamily.toleran
 replay over input sets that fill twice the L2 (``graph_ms``: the GPU's time, no launch waiting on Helion's host
 code). A config chosen by several is timed once. The figures (``--summarise``) read ``graph_ms`` where a row has it,
 ``latency_ms`` before. Each problem's row is appended to --out when done, so a call cut short keeps the problems it
-finished.
+finished. A full tune's result keeps ``progress`` from Helion's own log of its search (``search_progress``), also
+where it ran past ``--timeout``.
 
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl [--full 1] --out retimed.jsonl
         # no tunes (but --full's): the picks timed again
@@ -35,6 +36,7 @@ finished.
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import signal
@@ -43,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Callable
 
@@ -128,6 +131,16 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
                         recipe: dict | None = None) -> dict:
     cmd = [sys.executable, __file__, "--tune", who, "--kernel", name, "--problem", json.dumps(problem),
            "--dtype", dtype, *[a for k, v in (recipe or {}).items() for a in ("--recipe", f"{k}={v}")]]
+    with tempfile.TemporaryDirectory() as logs:
+        if who == "full":  # Helion's own log of its search: how far a run stopped at its time got (session 28: two
+            # full runs were still searching at 520 and 530 s)
+            env = {**env, "HELION_AUTOTUNE_LOG": os.path.join(logs, "search")}
+        out = run_tune(cmd, env, timeout_s)
+        progress = search_progress(Path(logs, "search.csv"))
+    return {**out, **({"progress": progress} if progress else {})}
+
+
+def run_tune(cmd: list[str], env: dict, timeout_s: float) -> dict:
     t0 = time.perf_counter()
     # its own session, killed whole (Helion's compile processes with it) on a timeout or when this one is stopped
     with subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -145,6 +158,27 @@ def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dic
     if proc.returncode or not lines:
         return {"error": f"exit {proc.returncode}: {stderr[-1500:]}"}
     return {**json.loads(lines[-1]), "command_s": time.perf_counter() - t0}
+
+
+def search_progress(csv_path: Path) -> dict | None:
+    """How far a Helion search got, from its own log (``HELION_AUTOTUNE_LOG``'s CSV, flushed a row at a time, so a
+    search stopped part way keeps its rows; Helion writes a "started" row as a config's benchmark begins and a
+    second row with its outcome): the configs with an outcome, by status, the last generation, the seconds into the
+    search of the last row, the fastest time so far and the outcomes' compile seconds. None without a log."""
+    if not csv_path.exists():
+        return None
+    with open(csv_path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    done = [r for r in rows if r["status"] != "started"]
+
+    def numbers(key: str, among: list[dict]) -> list[float]:
+        return [float(r[key]) for r in among if r[key]]
+
+    perf, seconds, generations = numbers("perf_ms", done), numbers("timestamp_s", rows), numbers("generation", rows)
+    return {"configs": len(done), "status": dict(Counter(r["status"] for r in done)),
+            "generation": int(max(generations)) if generations else None,
+            "last_s": max(seconds) if seconds else None, "fastest_ms": min(perf) if perf else None,
+            "compile_s": sum(numbers("compile_time_s", done))}
 
 
 # --- latencies, in this process ---------------------------------------------------------------------------

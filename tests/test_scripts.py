@@ -267,6 +267,35 @@ def test_helion_race_records_a_failed_tune_and_goes_on(bench_helion, tmp_path):
         "error": "timed out after 0.2 s"}
 
 
+def test_a_helion_search_cut_short_keeps_how_far_it_got_from_helions_own_log(bench_helion, tmp_path):
+    """The full tune's progress reads the log Helion's own sink writes (what HELION_AUTOTUNE_LOG turns on), here fed
+    the configs and H200 times of a recorded tune, the last config started but never finished: the configs with an
+    outcome, their statuses, the last generation and the fastest time."""
+    import helion
+    from helion.autotuner.logger import AutotuneLogEntry, AutotuneLogSink
+
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl").read_text()
+                     .splitlines()[0])
+    timed = row["costmodel"]["search"]["timed"]
+    with AutotuneLogSink(str(tmp_path / "search")) as sink:
+        sink.start_run()
+        for i, t in enumerate(timed):
+            config = helion.Config(**t["config"])
+            entry = AutotuneLogEntry(generation=i // 8, status="started", perf_ms=None, compile_time=None,
+                                     config_id=sink.register_config(config), config=config)
+            sink.record(entry)
+            if i < len(timed) - 1:  # the last one was still running when the search was stopped
+                sink.record(entry._replace(status="ok" if t["ms"] else "error", perf_ms=t["ms"]))
+    progress = bench_helion.search_progress(tmp_path / "search.csv")
+    done = timed[:-1]
+    assert progress["configs"] == len(done) and sum(progress["status"].values()) == len(done)
+    assert progress["status"]["ok"] == sum(1 for t in done if t["ms"])
+    assert progress["generation"] == (len(timed) - 1) // 8
+    assert progress["fastest_ms"] == pytest.approx(min(t["ms"] for t in done if t["ms"]), abs=1e-6)
+    assert progress["last_s"] is not None and progress["compile_s"] == 0
+    assert bench_helion.search_progress(tmp_path / "none.csv") is None
+
+
 def test_helion_race_round_spread_from_the_recorded_race(bench_helion):
     """The summary's round spread: per problem and config, the median of |round / median - 1| over the rounds the
     session-13 race recorded on the H200."""
