@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime helion_bg gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -9,6 +9,8 @@
 #   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
 #   HRETIME_ARGS="--retime scripts/results/ROWS.jsonl [--full 2]" bash scripts/device_job.sh helion_retime   (raced rows'
 #   picks timed again, no tunes but --full's; rows in $OUT/bench_helion_retimed.jsonl)
+#   HBG_ARGS="--retime ROWS.jsonl --only 3 --full 1 --timeout 1500" bash scripts/device_job.sh helion_bg   (the same,
+#   left running across calls of a warm machine: call again until its rows are in $OUT/bench_helion_bg.jsonl)
 #   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap.jsonl; \
 #   GAP_ARGS="--no-sweep --previous /tmp/gap.jsonl --tune-k 8" bash scripts/device_job.sh gap   (issue 17's shapes in
 #   one call: each one's latest whole-space best against torch.matmul, a cold tune raced against it)
@@ -96,6 +98,33 @@ step_helion_retime() {  # issue 18: bench_helion.py --retime (HRETIME_ARGS, HRET
   rc=$?
   python3 scripts/bench_helion.py --summarise $OUT/bench_helion_retimed.jsonl 2>&1 | tail -c 3000
   return $rc
+}
+step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS --only 3 --full 1 --timeout 1500") left
+  # running in its own session, its rows and log under .bg/ (ignored by git, so a warm machine keeps it between
+  # calls), for a search longer than a call (Helion full effort took 411 s on one problem and was still searching at
+  # 520 and 530 s on two others: session 28). The first call starts it; this call and each later one wait for it up to
+  # the deadline, then copy its rows and log to $OUT. Whether a warm machine keeps a process from one call to the next
+  # was not known when this was written: a later call that finds it gone without a row says so.
+  local dir=.bg pid
+  if [ ! -e $dir/pid ]; then
+    rm -rf $dir && mkdir -p $dir || return
+    [ ! -d /tmp/site ] || cp -r /tmp/site $dir/site || return  # its own copy: each call installs /tmp/site anew
+    PYTHONPATH=$PWD/$dir/site:$PWD setsid nohup python3 scripts/bench_helion.py --out $dir/rows.jsonl ${HBG_ARGS:-} \
+      > $dir/log.txt 2>&1 < /dev/null &
+    echo $! > $dir/pid
+    echo "started: bench_helion.py --out $dir/rows.jsonl ${HBG_ARGS:-} (pid $(cat $dir/pid))"
+  else
+    echo "found from an earlier call: pid $(cat $dir/pid), $(kill -0 $(cat $dir/pid) 2>/dev/null && echo running || echo ended)"
+  fi
+  pid=$(cat $dir/pid)
+  while kill -0 $pid 2>/dev/null && [ "$(left 10)" -gt 0 ]; do sleep 5; done
+  tail -c 1000000 $dir/log.txt > $OUT/bench_helion_bg.log 2>/dev/null
+  [ ! -s $dir/rows.jsonl ] || cp $dir/rows.jsonl $OUT/bench_helion_bg.jsonl
+  if kill -0 $pid 2>/dev/null; then
+    echo "still running at the deadline: call this step again on the warm machine"; return 0
+  fi
+  [ -s $dir/rows.jsonl ] || { echo "ended without a row (its log: $OUT/bench_helion_bg.log)"; return 1; }
+  python3 scripts/bench_helion.py --summarise $dir/rows.jsonl 2>&1 | tail -c 3000
 }
 step_gap() {
   timeout $(at_most ${GAP_TIMEOUT:-100000} 15) python3 scripts/bench_matmul_gap.py --out $OUT/bench_matmul_gap.jsonl \

@@ -83,17 +83,19 @@ echo "python3 $*" >> "$OUT/calls"
 printf '%s\\n' "$@" >> "$OUT/args"
 case "$*" in
   *"-m pytest"*) echo "1 failed, 9 passed"; exit 1 ;;
+  *"--out .bg/rows.jsonl"*) echo '{"row": 1}' > .bg/rows.jsonl ;;
   *) echo '{"row": 1}' ;;
 esac
 """
 
 
-def _device_job(tmp_path, steps: str, **env_vars: str) -> tuple[subprocess.CompletedProcess, Path]:
+def _device_job(tmp_path, steps: str, out: str = "out", **env_vars: str) -> tuple[subprocess.CompletedProcess, Path]:
     """device_job.sh run with ``steps`` on stand-ins for the GPU host's python3 and nvidia-smi (``_STUB_PYTHON``),
-    ``env_vars`` set and TEST_ARGS unset: (the process, its $OUT)."""
-    bin_, out = tmp_path / "bin", tmp_path / "out"
+    ``env_vars`` set and TEST_ARGS unset, in ``tmp_path`` (a later call in the same one is a later call on the same
+    machine): (the process, its $OUT: ``tmp_path / out``)."""
+    bin_, out = tmp_path / "bin", tmp_path / out
     for d in (bin_, out, tmp_path / ".whl"):
-        d.mkdir()
+        d.mkdir(exist_ok=True)
     (tmp_path / ".whl" / "stub.whl").touch()
     (bin_ / "python3").write_text(_STUB_PYTHON)
     (bin_ / "nvidia-smi").write_text("#!/bin/bash\necho 'name'\n")
@@ -134,6 +136,23 @@ def test_device_job_retimes_raced_rows_then_summarises_them(tmp_path):
     rows = f"{out}/bench_helion_retimed.jsonl"
     assert calls == [f"python3 scripts/bench_helion.py --out {rows} --retime rows.jsonl --full 2",
                      f"python3 scripts/bench_helion.py --summarise {rows}"]
+
+
+def test_device_job_leaves_a_long_race_running_once_and_a_later_call_waits_for_it(tmp_path):
+    """helion_bg starts bench_helion.py with HBG_ARGS once, its rows under .bg/, and brings them to $OUT with their
+    figures; a later call on the same machine finds it (here ended) and starts no second one."""
+    args = "--retime rows.jsonl --only 3 --full 1 --timeout 1500"
+    proc, out = _device_job(tmp_path, "helion_bg", HBG_ARGS=args)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c]
+    assert calls == [f"python3 scripts/bench_helion.py --out .bg/rows.jsonl {args}",
+                     "python3 scripts/bench_helion.py --summarise .bg/rows.jsonl"]
+    assert (out / "bench_helion_bg.jsonl").read_text() == '{"row": 1}\n'
+    proc, out = _device_job(tmp_path, "helion_bg", out="out2", HBG_ARGS=args)
+    assert proc.returncode == 0 and "found from an earlier call" in proc.stdout, proc.stdout + proc.stderr
+    assert [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c] == [
+        "python3 scripts/bench_helion.py --summarise .bg/rows.jsonl"]
+    assert (out / "bench_helion_bg.jsonl").read_text() == '{"row": 1}\n'
 
 
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
