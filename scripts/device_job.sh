@@ -106,12 +106,16 @@ step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS -
   # the deadline, then copy its rows and log to $OUT. Whether a warm machine keeps a process from one call to the next
   # was not known when this was written: a later call that finds it gone without a row says so.
   local dir=.bg pid
+  if [ -e $dir/pid ] && [ "$(cat $dir/args)" != "${HBG_ARGS:-}" ]; then  # an earlier call's job of other arguments
+    if kill -0 $(cat $dir/pid) 2>/dev/null; then echo "still running from an earlier call: $(cat $dir/args)"; return 1; fi
+    rm -rf $dir
+  fi
   if [ ! -e $dir/pid ]; then
     rm -rf $dir && mkdir -p $dir || return
     [ ! -d /tmp/site ] || cp -r /tmp/site $dir/site || return  # its own copy: each call installs /tmp/site anew
     PYTHONPATH=$PWD/$dir/site:$PWD setsid nohup python3 scripts/bench_helion.py --out $dir/rows.jsonl ${HBG_ARGS:-} \
       > $dir/log.txt 2>&1 < /dev/null &
-    echo $! > $dir/pid
+    echo $! > $dir/pid; echo "${HBG_ARGS:-}" > $dir/args
     echo "started: bench_helion.py --out $dir/rows.jsonl ${HBG_ARGS:-} (pid $(cat $dir/pid))"
   else
     echo "found from an earlier call: pid $(cat $dir/pid), $(kill -0 $(cat $dir/pid) 2>/dev/null && echo running || echo ended)"

@@ -140,7 +140,8 @@ def test_device_job_retimes_raced_rows_then_summarises_them(tmp_path):
 
 def test_device_job_leaves_a_long_race_running_once_and_a_later_call_waits_for_it(tmp_path):
     """helion_bg starts bench_helion.py with HBG_ARGS once, its rows under .bg/, and brings them to $OUT with their
-    figures; a later call on the same machine finds it (here ended) and starts no second one."""
+    figures; a later call on the same machine finds it (here ended) and starts no second one, unless its arguments
+    differ."""
     args = "--retime rows.jsonl --only 3 --full 1 --timeout 1500"
     proc, out = _device_job(tmp_path, "helion_bg", HBG_ARGS=args)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -153,6 +154,10 @@ def test_device_job_leaves_a_long_race_running_once_and_a_later_call_waits_for_i
     assert [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c] == [
         "python3 scripts/bench_helion.py --summarise .bg/rows.jsonl"]
     assert (out / "bench_helion_bg.jsonl").read_text() == '{"row": 1}\n'
+    proc, out = _device_job(tmp_path, "helion_bg", out="out3", HBG_ARGS="--retime rows.jsonl --only 5 --full 1")
+    assert proc.returncode == 0 and "started:" in proc.stdout, proc.stdout + proc.stderr  # other arguments: anew
+    assert [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c][0] == (
+        "python3 scripts/bench_helion.py --out .bg/rows.jsonl --retime rows.jsonl --only 5 --full 1")
 
 
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
