@@ -330,12 +330,13 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     """Per race row, whether the tuner shipped now (with ``recipe``'s knobs changed: ``--recipe``) would have timed
     the same configs, so that the row still measures it: the same ranker (its data hash), the same recipe
     (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
-    none) or one that differs in ``default_walk`` alone where the row's tune made no walk from the default and would
-    have made none (``tuner.helion.default_walk_alike``), and none of the configs the row's tune timed below the runs
+    none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
+    have made none (``tuner.helion.default_walk_alike``), and in ``climb_rounds``, where its climb stopped, the beam
+    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and none of the configs the row's tune timed below the runs
     classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed
     configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
-    from tuner.helion import CostModelAutotuner, default_walk_alike
+    from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike
 
     now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
 
@@ -344,7 +345,9 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
         if ran is None or ran == now:
             return ran is not None
         differ = {k for k in {*ran, *now} if ran.get(k) != now.get(k)}
-        return differ == {"default_walk"} and default_walk_alike(search, default)
+        checks = {"default_walk": lambda: default_walk_alike(search, default),
+                  "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS))}
+        return differ <= set(checks) and all(checks[k]() for k in differ)
 
     out = []
     for r in rows:
@@ -364,7 +367,7 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a variant before it
+    climb_rounds, local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a variant before it
     ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the
     shipped tuner's."""
     if not pairs:
@@ -450,8 +453,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 @click.option("--retune", is_flag=True, help="with --retime: costmodel's tune runs anew (cold) before the timing; "
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
-              help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, local, "
-              "local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
+              help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
+              "local, local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)

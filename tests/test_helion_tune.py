@@ -533,6 +533,35 @@ def test_the_climb_times_beside_the_top_k_configs_the_model_scores_above_all_it_
     assert asked[0] == top + ([] if d in top else [d]) and tuner.last["climb"]["error"].startswith("ZeroDivision")
 
 
+def test_a_climb_that_stopped_short_climbs_the_same_with_more_rounds_and_its_record_says_so(rows, trained):
+    """``climb_rounds``: a climb allowed as many rounds as it likes stops where its beam stands still; allowed as
+    many rounds or more it climbs the same, and ``climb_rounds_alike`` says so of its record (so a race row stays
+    valid under a recipe of more rounds); allowed fewer, ``climb_rounds_alike`` says otherwise. The shipped recipe
+    names ``climb_rounds`` only where it is not ``CLIMB_ROUNDS``, as the rows raced before it have it."""
+    g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:layer_norm" and x[0].num_rows >= 40)
+    bound, args = _bound(kernel, problem, dtype)
+    cm, call, key = helion_model.load(trained), htune.Call.of(bound, args), configs.config_json
+    recorded = [json.loads(c) for c in g["config_json"].to_pylist()]
+    s = helion_model.score(cm, call.kernel, call.problem, call.dtype, [key(c) for c in recorded], call.shape)
+    pool = [c for c, x in zip(recorded, s) if x < np.median(s)]  # the half scored lowest: room to climb
+
+    def climb(rounds):
+        t = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: pool, gpu=GPU, climb_rounds=rounds)
+        got, record = htune.climb(t, cm, bound, call, t.ranked(cm, bound, args)[0])
+        return [key(c) for c in got], record, t.recipe()
+
+    got, record, recipe = climb(50)
+    assert 2 <= record["rounds"] < 50 and recipe["climb_rounds"] == 50
+    search = {"recipe": recipe, "climb": record}
+    for more in (record["rounds"], record["rounds"] + 1, 80):
+        assert climb(more)[:2] == (got, record) and htune.climb_rounds_alike(search, more)
+    assert climb(record["rounds"] - 1)[1]["rounds"] == record["rounds"] - 1  # stopped by the limit
+    assert not htune.climb_rounds_alike(search, record["rounds"] - 1)
+    shipped = {"recipe": climb(htune.CLIMB_ROUNDS)[2], "climb": {"rounds": htune.CLIMB_ROUNDS}}
+    assert "climb_rounds" not in shipped["recipe"] and not htune.climb_rounds_alike(shipped, htune.CLIMB_ROUNDS + 1)
+    assert htune.climb_rounds_alike(shipped, htune.CLIMB_ROUNDS)
+
+
 def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
     """``fit_runs`` on the recorded rows of two shape folds gives the third's configs that ran a higher chance to
     run than those that did not (pooled AUC over the 3 folds; 0.94-0.98 per fold in session 23's experiment)."""

@@ -606,6 +606,27 @@ def test_rows_stay_valid_under_a_walk_from_the_default_where_their_tune_would_ma
     assert [o["valid"] for o in bench_helion.still_valid([first, second], cm)] == [False, True]
 
 
+def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
+    """--still-valid --recipe climb_rounds=N on session 26's race rows: each climbed all 3 rounds of the shipped
+    recipe, so it may have climbed on and is stale under 4 or 8 rounds, and under 2; a row whose climb had stopped
+    after 2 of its 3 rounds (its beam standing still) stays valid under 8, and not under 1 or another knob beside."""
+    from costmodel.helion import model as helion_model
+
+    rows = [json.loads(line) for s in "ab" for line in
+            (ROOT / f"scripts/results/bench_helion-retimed-h200-2026-12-03-s26{s}.jsonl").read_text().splitlines()]
+    cm = helion_model.load("nvidia-h200")
+    assert {r["costmodel"]["search"]["climb"]["rounds"] for r in rows} == {3}
+    for n in (2, 4, 8):
+        assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"climb_rounds": n}))
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, {"climb_rounds": 3}))
+    short = json.loads(json.dumps(rows[:2]))
+    for r in short:
+        r["costmodel"]["search"]["climb"]["rounds"] = 2  # as if its beam had stood still after round 2
+    valid = [[o["valid"] for o in bench_helion.still_valid(short, cm, recipe)]
+             for recipe in ({"climb_rounds": 8}, {"climb_rounds": 2}, {"climb_rounds": 1}, {"climb_rounds": 8, "k": 9})]
+    assert valid == [[True, True], [True, True], [False, False], [False, False]]
+
+
 @pytest.mark.gpu
 def test_helion_race_latencies_on_the_gpu(bench_helion):
     """The race's timing of a small softmax on the GPU: the config three choosers share timed once (one figure for

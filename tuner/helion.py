@@ -116,7 +116,7 @@ DEFAULT_WALK_WITHIN = 1.5
 # (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0, helion_steps-*-s27-radius2.jsonl).
 RADIUS = 1
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
-RECIPE_KNOBS = ("k", "refill", "climb", "local", "local_rounds", "default_walk", "radius")
+RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -367,6 +367,17 @@ def default_walk_alike(search: dict, default: dict) -> bool:
     return not ran or not walks_from_default(ms, configs.index(d) if d in configs else None, min(ran)[1])
 
 
+def climb_rounds_alike(search: dict, rounds: int) -> bool:
+    """Whether a recorded tune (``CostModelAutotuner.last``) would have climbed the same with ``climb_rounds`` at
+    ``rounds``: it climbed that many rounds, or it stopped short of its own limit (its recipe's, ``CLIMB_ROUNDS``
+    where the recipe has none), the beam standing still, and ``rounds`` reaches as far."""
+    limit = search.get("recipe", {}).get("climb_rounds", CLIMB_ROUNDS)
+    did = search.get("climb", {}).get("rounds")
+    if did is None:
+        return limit == rounds
+    return did == rounds or did < min(limit, rounds)
+
+
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
          ms: list[float | None], done: set[str], start: int) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
@@ -402,8 +413,8 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
           ranked: list[dict]) -> tuple[list[dict], dict]:
     """(configs the model scores above everything in ``ranked``, what the climb did): a beam ascent on the model's
     score from the first ``CLIMB_FROM`` of ``ranked``. Each round scores the beam's neighbours not scored yet
-    (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``CLIMB_ROUNDS`` rounds
-    or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs classifier
+    (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``tuner.climb_rounds``
+    rounds or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs classifier
     lets through (``runnable``), one of each score, the first ``tuner.climb``, best first. Nothing is timed. One of
     each score: on the race's norms the climb's best three were scored alike, differing in a load's eviction
     policy alone (scripts/results/helion_climb-helion140-cpu-2026-12-03-s25.jsonl)."""
@@ -420,7 +431,7 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
     scores = score(list(beam.values()))
     bar, seen, found, rounds = max(scores.values()), {key(c) for c in ranked}, {}, 0
     try:
-        for rounds in range(1, CLIMB_ROUNDS + 1):
+        for rounds in range(1, tuner.climb_rounds + 1):
             near = {k: n for c in beam.values() for n in families.neighbours(bound, c) if (k := key(n)) not in seen}
             if not near:
                 break
@@ -544,7 +555,8 @@ class CostModelAutotuner:
     (as a fraction) a finalist must re-time to replace it; ``refill``: how many of the next ranked replace each of
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
     neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``climb``: how
-    many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none);
+    many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none),
+    ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
     step reaches along each knob (``RADIUS``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
@@ -554,8 +566,8 @@ class CostModelAutotuner:
                  seed: int = 0, timer: HelionTimer | None = None, gpu: str | None = None,
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
-                 local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, default_walk: int = DEFAULT_WALK,
-                 radius: int = RADIUS, objective: str = "eager"):
+                 local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
+                 default_walk: int = DEFAULT_WALK, radius: int = RADIUS, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -563,6 +575,7 @@ class CostModelAutotuner:
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
+        self.climb_rounds = climb_rounds
         self.default_walk, self.radius = default_walk, radius
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
@@ -612,9 +625,10 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``default_walk`` and ``radius``, added after races were run, are named only where they differ from what those
-        rows ran (off; 1), so that the rows keep their recipe."""
-        later = {**({"default_walk": self.default_walk} if self.default_walk else {}),
+        ``climb_rounds``, ``default_walk`` and ``radius``, added after races were run, are named only where they
+        differ from what those rows ran (3; off; 1), so that the rows keep their recipe."""
+        later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
+                 **({"default_walk": self.default_walk} if self.default_walk else {}),
                  **({"radius": self.radius} if self.radius != 1 else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "objective": self.objective}

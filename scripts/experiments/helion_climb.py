@@ -10,7 +10,7 @@ adds to the first batch: their scores, and how many knobs each is from quick's p
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_climb.py scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl \
-        [--model nvidia-h200] [--h200] [--json]
+        [--model nvidia-h200] [--h200] [--climb-rounds N] [--json]
 
 Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --h200, the space is the
 one the H200's tunes climb in.
@@ -45,12 +45,12 @@ def as_recorded(row: dict, ranked: list[dict], dropped: int, default: dict, reco
             "top_k": [key(c) for c in ranked[:k]] == timed[:k], "climb": record == search.get("climb")}
 
 
-def one(row: dict, cm) -> dict:
-    from tuner.helion import Call, CostModelAutotuner, climb
+def one(row: dict, cm, climb_rounds: int | None = None) -> dict:
+    from tuner.helion import CLIMB_ROUNDS, Call, CostModelAutotuner, climb
 
     fam = families.get(row["kernel"].removeprefix("helion:"))
     bound, args = fam.bind(row["problem"], row["dtype"])
-    call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu)
+    call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu, climb_rounds=climb_rounds or CLIMB_ROUNDS)
     t0 = time.perf_counter()
     ranked, default = tuner.ranked(cm, bound, args)
     t1 = time.perf_counter()
@@ -78,13 +78,15 @@ def one(row: dict, cm) -> dict:
 @click.argument("rows_files", nargs=-1, required=True)
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
+@click.option("--climb-rounds", type=click.IntRange(1), default=None,
+              help="climb at most this many rounds (the recipe's climb_rounds; default the shipped CLIMB_ROUNDS)")
 @H200
-def main(rows_files, model, as_json, h200) -> None:
+def main(rows_files, model, as_json, climb_rounds, h200) -> None:
     cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
         if not row.get("quick", {}).get("config"):
             continue
-        out = one(row, cm)
+        out = one(row, cm, climb_rounds)
         if as_json:
             print(json.dumps(out))
         else:
