@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime helion_bg gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime helion_bg bg_probe gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -129,6 +129,18 @@ step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS -
   fi
   [ -s $dir/rows.jsonl ] || { echo "ended without a row (its log: $OUT/bench_helion_bg.log)"; return 1; }
   python3 scripts/bench_helion.py --summarise $dir/rows.jsonl 2>&1 | tail -c 3000
+}
+step_bg_probe() {  # whether a warm machine keeps a process from one call to the next (helion_bg counts on it): the
+  # first call leaves a sleeper running in its own session (pid in .bg-probe, git-ignored), a later call says whether
+  # it still runs
+  if [ -e .bg-probe ]; then
+    if kill -0 "$(cat .bg-probe)" 2>/dev/null; then echo "bg probe: the earlier call's process still runs"
+    else echo "bg probe: the earlier call's process is gone"; return 1; fi
+  else
+    setsid nohup sleep ${BG_PROBE_S:-1800} > /dev/null 2>&1 < /dev/null &
+    echo $! > .bg-probe
+    echo "bg probe: started pid $(cat .bg-probe); call bg_probe again on the warm machine"
+  fi
 }
 step_gap() {
   timeout $(at_most ${GAP_TIMEOUT:-100000} 15) python3 scripts/bench_matmul_gap.py --out $OUT/bench_matmul_gap.jsonl \

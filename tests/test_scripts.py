@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -158,6 +159,25 @@ def test_device_job_leaves_a_long_race_running_once_and_a_later_call_waits_for_i
     assert proc.returncode == 0 and "started:" in proc.stdout, proc.stdout + proc.stderr  # other arguments: anew
     assert [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c][0] == (
         "python3 scripts/bench_helion.py --out .bg/rows.jsonl --retime rows.jsonl --only 5 --full 1")
+
+
+def test_device_job_probes_whether_a_process_outlives_its_call(tmp_path):
+    """bg_probe: the first call leaves a process running in its own session; a later call finds it running, and
+    once it is gone says so and fails."""
+    proc, out = _device_job(tmp_path, "bg_probe", BG_PROBE_S="60")
+    assert proc.returncode == 0 and "started pid" in proc.stdout, proc.stdout + proc.stderr
+    pid = int((tmp_path / ".bg-probe").read_text())
+    try:
+        proc, out = _device_job(tmp_path, "bg_probe", out="out2")
+        assert proc.returncode == 0 and "still runs" in proc.stdout, proc.stdout + proc.stderr
+    finally:
+        os.kill(pid, 9)
+    for _ in range(100):  # until the killed sleeper is reaped (it is no child of this process)
+        if subprocess.run(["kill", "-0", str(pid)], capture_output=True).returncode:
+            break
+        time.sleep(0.1)
+    proc, out = _device_job(tmp_path, "bg_probe", out="out3")
+    assert proc.returncode == 1 and "is gone" in proc.stdout, proc.stdout + proc.stderr
 
 
 # --- bench_helion.py (issue 18's race): its problem choice and figures, on the CPU ---------------------------
