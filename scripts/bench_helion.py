@@ -332,8 +332,8 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
     none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
     have made none (``tuner.helion.default_walk_alike``), and in ``climb_rounds``, where its climb stopped, the beam
-    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and none of the configs the row's tune timed below the runs
-    classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed
+    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``); and none of the configs the row's
+    tune timed below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed
     configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
     from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike
@@ -367,9 +367,9 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    climb_rounds, local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a variant before it
-    ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the
-    shipped tuner's."""
+    climb_rounds, local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a
+    variant before it ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid``
+    tells them from the shipped tuner's."""
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names

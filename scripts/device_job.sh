@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
-# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race helion_retime helion_bg bg_probe gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
+# results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race
+# helion_retime helion_bg bg_probe gap ncu ws cluster split sweep. What collect writes goes to $OUT/data.tar: collect
 # starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -107,7 +108,9 @@ step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS -
   # was not known when this was written: a later call that finds it gone without a row says so.
   local dir=.bg pid
   if [ -e $dir/pid ] && [ "$(cat $dir/args)" != "${HBG_ARGS:-}" ]; then  # an earlier call's job of other arguments
-    if kill -0 $(cat $dir/pid) 2>/dev/null; then echo "still running from an earlier call: $(cat $dir/args)"; return 1; fi
+    if kill -0 $(cat $dir/pid) 2>/dev/null; then
+      echo "still running from an earlier call: $(cat $dir/args)"; return 1
+    fi
     rm -rf $dir
   fi
   if [ ! -e $dir/pid ]; then
@@ -118,7 +121,8 @@ step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS -
     echo $! > $dir/pid; echo "${HBG_ARGS:-}" > $dir/args
     echo "started: bench_helion.py --out $dir/rows.jsonl ${HBG_ARGS:-} (pid $(cat $dir/pid))"
   else
-    echo "found from an earlier call: pid $(cat $dir/pid), $(kill -0 $(cat $dir/pid) 2>/dev/null && echo running || echo ended)"
+    echo "found from an earlier call: pid $(cat $dir/pid)," \
+      "$(kill -0 $(cat $dir/pid) 2>/dev/null && echo running || echo ended)"
   fi
   pid=$(cat $dir/pid)
   while kill -0 $pid 2>/dev/null && [ "$(left 10)" -gt 0 ]; do sleep 5; done

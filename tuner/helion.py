@@ -414,9 +414,9 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
     """(configs the model scores above everything in ``ranked``, what the climb did): a beam ascent on the model's
     score from the first ``CLIMB_FROM`` of ``ranked``. Each round scores the beam's neighbours not scored yet
     (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``tuner.climb_rounds``
-    rounds or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs classifier
-    lets through (``runnable``), one of each score, the first ``tuner.climb``, best first. Nothing is timed. One of
-    each score: on the race's norms the climb's best three were scored alike, differing in a load's eviction
+    rounds or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs
+    classifier lets through (``runnable``), one of each score, the first ``tuner.climb``, best first. Nothing is
+    timed. One of each score: on the race's norms the climb's best three were scored alike, differing in a load's eviction
     policy alone (scripts/results/helion_climb-helion140-cpu-2026-12-03-s25.jsonl)."""
     if tuner.climb <= 0 or not ranked:
         return [], {}
