@@ -552,7 +552,7 @@ def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, mo
     assert asked == [("costmodel", {"local": 12, "local_rounds": 8}), ("quick", None), ("full", None)]
     for bad in ("local=x", "objective=1", "steps=2"):
         r = CliRunner().invoke(bench_helion.main, [*args, "--recipe", bad])
-        names = "k, refill, climb, local, local_rounds, default_walk, radius"
+        names = "k, refill, climb, climb_rounds, local, local_rounds, default_walk, radius"
         assert r.exit_code == 2 and f"'{bad}': NAME=N with NAME one of {names}" in r.output
     for more in ([], ["--still-valid", rows]):  # a value the tuner refuses: one line, before any tune or check
         r = CliRunner().invoke(bench_helion.main, [*args, *more, "--recipe", "radius=0"])
