@@ -10,10 +10,11 @@ adds to the first batch: their scores, and how many knobs each is from quick's p
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_climb.py scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl \
-        [--model nvidia-h200] [--h200] [--climb-rounds N] [--json]
+        [--model nvidia-h200] [--h200] [--climb-rounds N] [--compile SECONDS] [--json]
 
 Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --h200, the space is the
-one the H200's tunes climb in.
+one the H200's tunes climb in. ``--compile SECONDS`` also compiles each climbed config for sm_90 here: whether it
+compiles, the shared memory it asks for against the H200's block, and whether it ran in the row's H200 tune.
 """
 
 from __future__ import annotations
@@ -45,7 +46,21 @@ def as_recorded(row: dict, ranked: list[dict], dropped: int, default: dict, reco
             "top_k": [key(c) for c in ranked[:k]] == timed[:k], "climb": record == search.get("climb")}
 
 
-def one(row: dict, cm, climb_rounds: int | None = None) -> dict:
+def compiled(row: dict, kernel: str, config: dict, limit: int) -> dict:
+    """``config`` compiled here for sm_90 (helion_twin_compiles: its own process, ``limit`` seconds): the outcome,
+    the shared memory its kernels ask for and whether the H200's block holds it, and whether it ran in the row's H200
+    tune where that tune timed it (None where it did not)."""
+    from costmodel.hardware import KNOWN
+    from helion_twin_compiles import _one
+
+    got = _one(kernel, row["problem"], row["dtype"], config, limit)
+    timed = {configs.config_json(t["config"]): t["ms"] is not None
+             for t in row.get("costmodel", {}).get("search", {}).get("timed", [])}
+    fits = got.get("shared") is not None and got["shared"] <= KNOWN["nvidia-h200"].smem_per_block
+    return {**got, "fits": fits, "ran_on_h200": timed.get(configs.config_json(config))}
+
+
+def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0) -> dict:
     from tuner.helion import CLIMB_ROUNDS, Call, CostModelAutotuner, climb
 
     fam = families.get(row["kernel"].removeprefix("helion:"))
@@ -68,7 +83,8 @@ def one(row: dict, cm, climb_rounds: int | None = None) -> dict:
             "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
             "quick_is_candidate": configs.config_json(quick) in keys,
             "quick_rank": int((s_ranked > s_quick).sum()) + 1, "quick": brief(quick),
-            "climbed": [{"config": brief(c), "score": sc, "knobs_from_quick": len(knobs_apart(bound, c, quick))}
+            "climbed": [{"config": brief(c), "score": sc, "knobs_from_quick": len(knobs_apart(bound, c, quick)),
+                         **({"compiled": compiled(row, fam.kernel, c, compile_limit)} if compile_limit else {})}
                         for c, sc in zip(got, record.get("scores", []))],
             "climb": {k: v for k, v in record.items() if k != "scores"},
             "rank_s": t1 - t0, "climb_s": t2 - t1}
@@ -80,13 +96,16 @@ def one(row: dict, cm, climb_rounds: int | None = None) -> dict:
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
 @click.option("--climb-rounds", type=click.IntRange(1), default=None,
               help="climb at most this many rounds (the recipe's climb_rounds; default the shipped CLIMB_ROUNDS)")
+@click.option("--compile", "compile_limit", type=click.IntRange(0), default=0, metavar="SECONDS",
+              help="also compile each climbed config for sm_90 here, in at most SECONDS (0: not): whether it "
+              "compiles and its shared memory fits the H200's block, beside whether it ran in the row's tune")
 @H200
-def main(rows_files, model, as_json, climb_rounds, h200) -> None:
+def main(rows_files, model, as_json, climb_rounds, compile_limit, h200) -> None:
     cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
         if not row.get("quick", {}).get("config"):
             continue
-        out = one(row, cm, climb_rounds)
+        out = one(row, cm, climb_rounds, compile_limit)
         if as_json:
             print(json.dumps(out))
         else:

@@ -17,7 +17,9 @@ import time
 import click
 
 
-def compile_one(kernel: str, problem: dict, dtype: str, config: dict) -> float:
+def compile_one(kernel: str, problem: dict, dtype: str, config: dict) -> dict:
+    """Seconds to compile ``config`` for sm_90 here, and the most shared memory its Triton kernels ask for (bytes: a
+    GPU whose block has less refuses the launch; no compile checks it)."""
     import helion
     import triton.runtime.jit as jit
     from triton.runtime import driver
@@ -28,12 +30,19 @@ def compile_one(kernel: str, problem: dict, dtype: str, config: dict) -> float:
 
     driver.set_active(benchmark.target_only_driver())
     answer_as(KNOWN["nvidia-h200"])
-    run = jit.JITFunction.run
-    jit.JITFunction.run = lambda self, *a, **k: run(self, *a, **{**k, "warmup": True})
+    run, compiled = jit.JITFunction.run, []
+
+    def warmup(self, *a, **k):  # compiles, launches nothing, and keeps the compiled kernel
+        compiled.append(run(self, *a, **{**k, "warmup": True}))
+        return compiled[-1]
+
+    jit.JITFunction.run = warmup
     _, _, args, bound = benchmark._helion_bound(kernel, problem, dtype, "cpu", 0)
     t0 = time.perf_counter()
     bound.compile_config(helion.Config(**config))(*args)
-    return time.perf_counter() - t0
+    seconds = time.perf_counter() - t0
+    shared = [k.metadata.shared for k in compiled if hasattr(k, "metadata")]
+    return {"compile_s": seconds, "shared": max(shared, default=None)}
 
 
 @click.command()
@@ -44,7 +53,8 @@ def compile_one(kernel: str, problem: dict, dtype: str, config: dict) -> float:
 def main(shard: str, n_ok: int, limit: int, child: str | None) -> None:
     if child:
         a = json.loads(child)
-        print(json.dumps({"compile_here_s": compile_one(a["kernel"], a["problem"], a["dtype"], a["config"])}))
+        here = compile_one(a["kernel"], a["problem"], a["dtype"], a["config"])
+        print(json.dumps({"compile_here_s": here["compile_s"]}))
         return
     import pyarrow.parquet as pq
 

@@ -32,7 +32,7 @@ def _one(kernel: str, problem: dict, dtype: str, config: dict, limit: int) -> di
     except subprocess.TimeoutExpired:
         return {"outcome": f"still compiling after {limit} s"}
     if p.returncode == 0:
-        return {"outcome": "ok", "compile_s": json.loads(p.stdout.strip().splitlines()[-1])["compile_s"]}
+        return {"outcome": "ok", **json.loads(p.stdout.strip().splitlines()[-1])}  # compile_s, shared
     said = [ln for ln in p.stderr.splitlines() if "Assertion" in ln or "error:" in ln or "Error" in ln]
     return {"outcome": "failed", "why": [ln.strip()[:240] for ln in said[-3:]]}
 
@@ -51,7 +51,7 @@ def main(kernel, problem, dtype, jobs, limit, stages, out, child) -> None:
         from helion_compile_times import compile_one
 
         a = json.loads(child)
-        print(json.dumps({"compile_s": compile_one(a["kernel"], a["problem"], a["dtype"], a["config"])}))
+        print(json.dumps(compile_one(a["kernel"], a["problem"], a["dtype"], a["config"])))
         return
     from costmodel import hardware
     from costmodel.helion import families, helion_version
