@@ -332,14 +332,11 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
     none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
     have made none (``tuner.helion.default_walk_alike``), and in ``climb_rounds``, where its climb stopped, the beam
-    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and in ``climb_refill``, where
-    every climbed config of its first batch ran (``tuner.helion.climb_refill_alike``); and none of the configs the
-    row's tune timed below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a
-    tune none of whose timed configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable,
-    alternate)."""
+    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``); and none of the configs the row's
+    tune timed below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune none of whose timed
+    configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
-    from tuner.helion import (CLIMB_ROUNDS, CostModelAutotuner, climb_refill_alike, climb_rounds_alike,
-                              default_walk_alike)
+    from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike
 
     now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
 
@@ -349,8 +346,7 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
             return ran is not None
         differ = {k for k in {*ran, *now} if ran.get(k) != now.get(k)}
         checks = {"default_walk": lambda: default_walk_alike(search, default),
-                  "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS)),
-                  "climb_refill": lambda: climb_refill_alike(search)}
+                  "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS))}
         return differ <= set(checks) and all(checks[k]() for k in differ)
 
     out = []
@@ -371,9 +367,9 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    climb_rounds, climb_refill, local, local_rounds, default_walk, radius) set to other values than the shipped
-    ones, to race a variant before it ships; the rows record the recipe their tunes ran (``search.recipe``), so
-    ``--still-valid`` tells them from the shipped tuner's."""
+    climb_rounds, local, local_rounds, default_walk, radius) set to other values than the shipped ones, to race a
+    variant before it ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid``
+    tells them from the shipped tuner's."""
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names
@@ -458,7 +454,7 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
-              "climb_refill, local, local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
+              "local, local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)

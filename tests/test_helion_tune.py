@@ -562,51 +562,6 @@ def test_a_climb_that_stopped_short_climbs_the_same_with_more_rounds_and_its_rec
     assert htune.climb_rounds_alike(shipped, htune.CLIMB_ROUNDS)
 
 
-def test_climbed_configs_that_do_not_run_are_replaced_by_the_climbs_next_in_the_second_batch(rows, trained):
-    """``climb_refill`` 1: the climb hands over ``refill`` spares a climbed config, after its own ``climb``; the second
-    batch replaces each climbed config that did not run (here the first, its rows left out of the replay: as if it had
-    failed, as 8 of the 9 climbed on the race's matmuls did on the H200) with ``refill`` of them, after the top k's
-    refills. Off (shipped), the second batch holds no climbed config, and the record is as before.
-    ``climb_refill_alike`` tells a recorded tune whose climbed configs all ran from one where one did not."""
-    g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:layer_norm" and x[0].num_rows >= 40)
-    bound, args = _bound(kernel, problem, dtype)
-    cm, call, key = helion_model.load(trained), htune.Call.of(bound, args), configs.config_json
-    recorded = [json.loads(c) for c in g["config_json"].to_pylist()]
-    s = helion_model.score(cm, call.kernel, call.problem, call.dtype, [key(c) for c in recorded], call.shape)
-    pool = [c for c, x in zip(recorded, s) if x < np.median(s)]  # the half scored lowest: room to climb
-
-    def tune(**kw):
-        t = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: pool, timer=replay, gpu=GPU,
-                                     helion_version="1.4.0", local=0, **kw)
-        replay.asked.clear()
-        htune.CostModelSearch(t, cm, bound, args).autotune()
-        return t, [[key(c) for c in b] for b in replay.asked]
-
-    t = htune.CostModelAutotuner(trained, k=K, candidates=lambda b: pool, gpu=GPU, climb_refill=1)
-    ranked, default = t.ranked(cm, bound, args)
-    spare = t.refill * t.climb
-    got, record = htune.climb(t, cm, bound, call, ranked, spare)
-    climbed, spares = [key(c) for c in got[: t.climb]], [key(c) for c in got[t.climb:]]
-    assert len(climbed) == t.climb and len(spares) == record["spare"] == spare and record["timed"] == t.climb
-    replay = htune.HelionReplay(g.filter(pc.not_equal(g["config_json"], climbed[0])))
-    lost_climbed = sum(replay.latency.get(c) is None for c in climbed)
-    top, d = [key(c) for c in ranked[:K]], key(default)
-    lost_top = sum(replay.latency.get(c) is None for c in top if c != d)
-    refills = [c for c in map(key, ranked[K: K + t.refill * lost_top]) if c != d]
-    tuner, asked = tune(climb_refill=1)
-    assert lost_climbed >= 1 and asked[0] == top + climbed + ([] if d in top else [d])
-    assert asked[1] == refills + spares[: t.refill * lost_climbed]
-    assert tuner.last["refilled"] == len(asked[1]) and tuner.recipe()["climb_refill"] == 1
-    assert not htune.climb_refill_alike(tuner.last)
-    tuner, asked = tune()
-    assert not set(spares) & {c for b in asked[1:] for c in b} and "spare" not in tuner.last["climb"]
-    assert "climb_refill" not in tuner.recipe()
-    race = {r["index"]: r["costmodel"]["search"] for r in map(json.loads, (
-        ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl").read_text().splitlines())}
-    assert not htune.climb_refill_alike(race[1]) and htune.climb_refill_alike(race[8])  # H200: matmul's climbed
-    # 64x512x64 ran, its 32x1024x64 and 32x2048x64 did not; layer_norm's three ran
-
-
 def test_the_runs_classifier_tells_held_out_shapes_failures(rows):
     """``fit_runs`` on the recorded rows of two shape folds gives the third's configs that ran a higher chance to
     run than those that did not (pooled AUC over the 3 folds; 0.94-0.98 per fold in session 23's experiment)."""

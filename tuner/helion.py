@@ -94,13 +94,6 @@ LOCAL_ROUNDS = 4
 CLIMB = 3
 CLIMB_FROM = 4
 CLIMB_ROUNDS = 3
-# the second batch also replaces each climbed config that did not run with ``refill`` of the climb's next ones
-# (``climb_refill`` 1; off in the shipped recipe until raced). On the race's three matmuls 8 of the 9 climbed configs
-# gave no time on the H200 (session 26); compiled for sm_90 on a CPU, 4 of the 8 failed in ptxas and 4 asked for more
-# shared memory than the H200's block holds (270-594 KB against 232), and the one that ran fit (221 KB); the 36 on the
-# other twelve problems all compiled, fit and ran (scripts/experiments/helion_climb.py --compile under Helion 1.4.0,
-# helion_climb-helion140-cpu-2026-12-03-s28-compiled.jsonl in scripts/results)
-CLIMB_REFILL = 0
 # a second walk of steps, from Helion's default config, where the first batch timed it within DEFAULT_WALK_WITHIN of
 # its fastest (``default_walk`` 1; off in the shipped recipe until raced). Helion quick in a cold cache walks from the
 # default alone (1.4.0's effort profile: pattern search from the best available configs, none there, 2 copies, 5
@@ -123,8 +116,7 @@ DEFAULT_WALK_WITHIN = 1.5
 # (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0, helion_steps-*-s27-radius2.jsonl).
 RADIUS = 1
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
-RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "climb_refill", "local", "local_rounds", "default_walk",
-                "radius")
+RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -386,14 +378,6 @@ def climb_rounds_alike(search: dict, rounds: int) -> bool:
     return did == rounds or did < min(limit, rounds)
 
 
-def climb_refill_alike(search: dict) -> bool:
-    """Whether a recorded tune would have timed the same configs with ``climb_refill`` on: every climbed config of
-    its first batch (the ``climb["timed"]`` after its top k) ran, or it had no second batch to refill (refill 0)."""
-    recipe, n = search.get("recipe", {}), search.get("climb", {}).get("timed", 0)
-    climbed = search["timed"][recipe.get("k", K): recipe.get("k", K) + n]
-    return recipe.get("refill", REFILL) == 0 or all(t["ms"] is not None for t in climbed)
-
-
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
          ms: list[float | None], done: set[str], start: int) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
@@ -426,15 +410,17 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
 
 
 def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
-          ranked: list[dict], spare: int = 0) -> tuple[list[dict], dict]:
+          ranked: list[dict]) -> tuple[list[dict], dict]:
     """(configs the model scores above everything in ``ranked``, what the climb did): a beam ascent on the model's
     score from the first ``CLIMB_FROM`` of ``ranked``. Each round scores the beam's neighbours not scored yet
     (``families.neighbours``) and keeps the ``CLIMB_FROM`` best of beam and neighbours, for ``tuner.climb_rounds``
     rounds or until the beam stays as it was. Of the neighbours scored above the ranking's best, those the runs
-    classifier lets through (``runnable``), one of each score, the first ``tuner.climb``, best first, and ``spare``
-    more after them (for the second batch; the record counts them apart). Nothing is timed. One of each score: on
-    the race's norms the climb's best three were scored alike, differing in a load's eviction policy alone
-    (scripts/results/helion_climb-helion140-cpu-2026-12-03-s25.jsonl)."""
+    classifier lets through (``runnable``), one of each score, the first ``tuner.climb``, best first. Nothing is
+    timed. One of each score: on the race's norms the climb's best three were scored alike, differing in a load's
+    eviction policy alone (scripts/results/helion_climb-helion140-cpu-2026-12-03-s25.jsonl). On the race's three
+    matmuls 8 of the 9 configs it gave did not run on the H200 (session 26), nor would the next 6 of each: compiled for
+    sm_90 on a CPU, they fail in ptxas or ask for more shared memory than the H200's block holds
+    (scripts/experiments/helion_climb.py --compile, helion_climb-helion140-cpu-2026-12-03-s28-*.jsonl)."""
     if tuner.climb <= 0 or not ranked:
         return [], {}
     key = hconfigs.config_json
@@ -466,10 +452,9 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
     distinct: dict[float, dict] = {}  # configs the model scores alike are one to it: the first of each score
     for c in runnable(cm, call, [found[k] for k in above], 0):
         distinct.setdefault(scores[key(c)], c)
-    out = list(distinct.values())[: tuner.climb + spare]
-    first = out[: tuner.climb]
-    return out, {"rounds": rounds, "scored": len(found), "above": len(above), "timed": len(first), "bar": bar,
-                 "scores": [scores[key(c)] for c in first], **({"spare": len(out) - len(first)} if spare else {})}
+    out = list(distinct.values())[: tuner.climb]
+    return out, {"rounds": rounds, "scored": len(found), "above": len(above), "timed": len(out), "bar": bar,
+                 "scores": [scores[key(c)] for c in out]}
 
 
 def spread(base: dict, ranked: list[dict]) -> list[dict]:
@@ -574,8 +559,7 @@ class CostModelAutotuner:
     the top k that did not run, in a second batch (0: none); ``local``: how many of the batch's fastest's
     neighbours are timed in a step, ``local_rounds``: at most how many steps (``step``; 0: none); ``climb``: how
     many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none),
-    ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``), ``climb_refill``: 1 for the second batch
-    to replace climbed configs that did not run too (``CLIMB_REFILL``);
+    ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
     step reaches along each knob (``RADIUS``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
@@ -586,8 +570,7 @@ class CostModelAutotuner:
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
-                 climb_refill: int = CLIMB_REFILL, default_walk: int = DEFAULT_WALK, radius: int = RADIUS,
-                 objective: str = "eager"):
+                 default_walk: int = DEFAULT_WALK, radius: int = RADIUS, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -595,7 +578,7 @@ class CostModelAutotuner:
         self.model, self.k, self.candidates, self.seed = model, k, candidates, seed
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
-        self.climb_rounds, self.climb_refill = climb_rounds, climb_refill
+        self.climb_rounds = climb_rounds
         self.default_walk, self.radius = default_walk, radius
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
@@ -645,10 +628,9 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``climb_rounds``, ``climb_refill``, ``default_walk`` and ``radius``, added after races were run, are named
-        only where they differ from what those rows ran (3; off; off; 1), so that the rows keep their recipe."""
+        ``climb_rounds``, ``default_walk`` and ``radius``, added after races were run, are named only where they
+        differ from what those rows ran (3; off; 1), so that the rows keep their recipe."""
         later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
-                 **({"climb_refill": self.climb_refill} if self.climb_refill else {}),
                  **({"default_walk": self.default_walk} if self.default_walk else {}),
                  **({"radius": self.radius} if self.radius != 1 else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
@@ -748,15 +730,11 @@ class CostModelSearch:
         ranked, default = tuner.ranked(self.cm, self.kernel, self.args)
         t_ranked = time.perf_counter()
         top = ranked[: tuner.k]
-        spare = tuner.refill * tuner.climb if tuner.climb_refill else 0
-        climbed, climbing = climb(tuner, self.cm, self.kernel, Call.of(self.kernel, self.args), ranked, spare)
-        climbed, spares = climbed[: tuner.climb], climbed[tuner.climb:]
+        climbed, climbing = climb(tuner, self.cm, self.kernel, Call.of(self.kernel, self.args), ranked)
         batch = [*top, *climbed] + ([] if default in top else [default])
         ms = timer.measure(self.kernel, self.args, batch)
         lost = sum(t is None for c, t in zip(batch, ms) if c != default and c in top)
-        lost_climbed = sum(t is None for c, t in zip(batch, ms) if c != default and c in climbed)
-        more = [c for c in [*ranked[tuner.k: tuner.k + tuner.refill * lost], *spares[: tuner.refill * lost_climbed]]
-                if c != default]
+        more = [c for c in ranked[tuner.k: tuner.k + tuner.refill * lost] if c != default]
         if more:
             batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
         steps = step(tuner, self.cm, self.kernel, self.args, batch, ms, default)
@@ -786,9 +764,9 @@ class CostModelSearch:
             "wall_s": t_end - t0}
         stepped = sum(s.get("timed", 0) for s in steps)
         self.log(f"costmodel: ranked {len(ranked)} configs in {t_ranked - t0:.2f} s, timed {len(batch)} ({len(more)} "
-                 f"in place of {lost + lost_climbed} that did not run, {stepped} in {len(steps)} steps to "
-                 f"neighbours), re-timed {len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default "
-                 f"{default_ms} ms in the batch)")
+                 f"in place of {lost} that did not run, {stepped} in {len(steps)} steps to neighbours), re-timed "
+                 f"{len(finals)} in {t_end - t_measured:.2f} s, best {best_ms} ms (default {default_ms} ms in the "
+                 f"batch)")
         return families.helion_config(best)
 
 

@@ -10,7 +10,7 @@ adds to the first batch: their scores, and how many knobs each is from quick's p
 ConfigGeneration flattens). Whether they are fast is for the H200 to say.
 
     .venv/bin/python scripts/experiments/helion_climb.py scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl \
-        [--model nvidia-h200] [--h200] [--climb-rounds N] [--compile SECONDS] [--json]
+        [--model nvidia-h200] [--h200] [--climb-rounds N] [--kernel K] [--spare N] [--compile SECONDS] [--json]
 
 Under Helion 1.4.0 (the H200's; ``bash scripts/helion140_check.sh`` builds its venv) with --h200, the space is the
 one the H200's tunes climb in. ``--compile SECONDS`` also compiles each climbed config for sm_90 here: whether it
@@ -60,7 +60,7 @@ def compiled(row: dict, kernel: str, config: dict, limit: int) -> dict:
     return {**got, "fits": fits, "ran_on_h200": timed.get(configs.config_json(config))}
 
 
-def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0) -> dict:
+def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0, spare: int = 0) -> dict:
     from tuner.helion import CLIMB_ROUNDS, Call, CostModelAutotuner, climb
 
     fam = families.get(row["kernel"].removeprefix("helion:"))
@@ -71,10 +71,23 @@ def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0) 
     t1 = time.perf_counter()
     got, record = climb(tuner, cm, bound, call, ranked)
     t2 = time.perf_counter()
+    if spare:  # the climb's next configs: the same climb handing over more
+        tuner.climb += spare
+        spares = climb(tuner, cm, bound, call, ranked)[0][len(got):]
+        tuner.climb -= spare
+    else:
+        spares = []
     keys = [configs.config_json(c) for c in ranked]
     quick = row["quick"]["config"]
-    s = helion_model.score(cm, call.kernel, call.problem, call.dtype, [*keys, configs.config_json(quick)], call.shape)
-    s_ranked, s_quick = np.asarray(s[:-1]), float(s[-1])
+    s = helion_model.score(cm, call.kernel, call.problem, call.dtype,
+                           [*keys, configs.config_json(quick), *map(configs.config_json, spares)], call.shape)
+    s_ranked, s_quick, s_spares = np.asarray(s[: len(keys)]), float(s[len(keys)]), s[len(keys) + 1:]
+
+    def shown(cs: list[dict], scores) -> list[dict]:
+        return [{"config": brief(c), "score": float(sc), "knobs_from_quick": len(knobs_apart(bound, c, quick)),
+                 **({"compiled": compiled(row, fam.kernel, c, compile_limit)} if compile_limit else {})}
+                for c, sc in zip(cs, scores)]
+
     return {"kernel": row["kernel"], "problem": row["problem"], "dtype": row["dtype"], "index": row.get("index"),
             "candidates": len(ranked), "dropped": tuner.dropped,
             "with_maxnreg": sum("maxnreg" in c for c in ranked), "default": configs.config_json(default),
@@ -83,9 +96,7 @@ def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0) 
             "best_candidate_score": float(s_ranked.max()), "quick_score": s_quick,
             "quick_is_candidate": configs.config_json(quick) in keys,
             "quick_rank": int((s_ranked > s_quick).sum()) + 1, "quick": brief(quick),
-            "climbed": [{"config": brief(c), "score": sc, "knobs_from_quick": len(knobs_apart(bound, c, quick)),
-                         **({"compiled": compiled(row, fam.kernel, c, compile_limit)} if compile_limit else {})}
-                        for c, sc in zip(got, record.get("scores", []))],
+            "climbed": shown(got, record.get("scores", [])), **({"spares": shown(spares, s_spares)} if spare else {}),
             "climb": {k: v for k, v in record.items() if k != "scores"},
             "rank_s": t1 - t0, "climb_s": t2 - t1}
 
@@ -96,16 +107,19 @@ def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0) 
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
 @click.option("--climb-rounds", type=click.IntRange(1), default=None,
               help="climb at most this many rounds (the recipe's climb_rounds; default the shipped CLIMB_ROUNDS)")
+@click.option("--kernel", default=None, help="only the rows of this kernel (e.g. helion:matmul)")
+@click.option("--spare", default=0, type=click.IntRange(0),
+              help="also the climb's next N configs (what a tune giving the climb more slots would time)")
 @click.option("--compile", "compile_limit", type=click.IntRange(0), default=0, metavar="SECONDS",
               help="also compile each climbed config for sm_90 here, in at most SECONDS (0: not): whether it "
               "compiles and its shared memory fits the H200's block, beside whether it ran in the row's tune")
 @H200
-def main(rows_files, model, as_json, climb_rounds, compile_limit, h200) -> None:
+def main(rows_files, model, as_json, climb_rounds, kernel, spare, compile_limit, h200) -> None:
     cm, rows = model_and_rows(model, rows_files, h200)
     for row in rows:
-        if not row.get("quick", {}).get("config"):
+        if not row.get("quick", {}).get("config") or kernel not in (None, row["kernel"]):
             continue
-        out = one(row, cm, climb_rounds, compile_limit)
+        out = one(row, cm, climb_rounds, compile_limit, spare)
         if as_json:
             print(json.dumps(out))
         else:
