@@ -71,12 +71,8 @@ def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0, 
     t1 = time.perf_counter()
     got, record = climb(tuner, cm, bound, call, ranked)
     t2 = time.perf_counter()
-    if spare:  # the climb's next configs: the same climb handing over more
-        tuner.climb += spare
-        spares = climb(tuner, cm, bound, call, ranked)[0][len(got):]
-        tuner.climb -= spare
-    else:
-        spares = []
+    wider = CostModelAutotuner(gpu=cm.gpu, climb_rounds=tuner.climb_rounds, climb=tuner.climb + spare)
+    spares = climb(wider, cm, bound, call, ranked)[0][len(got):] if spare else []  # the same climb, handing over more
     keys = [configs.config_json(c) for c in ranked]
     quick = row["quick"]["config"]
     s = helion_model.score(cm, call.kernel, call.problem, call.dtype,
