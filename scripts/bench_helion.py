@@ -32,6 +32,8 @@ where it ran past ``--timeout``.
         # costmodel tuned anew (cold), raced against the rows' Helion picks, every latency from this call
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --only 1,8 --recipe local=12 ...
         # the same with a variant of the tuner's recipe, raced before it ships (rows record their recipe)
+    PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --model DIR ...
+        # the same with another Helion model (scripts/helion_model.py --out DIR), raced before it ships
 """
 
 from __future__ import annotations
@@ -93,16 +95,18 @@ def race_problems(seen: set[tuple[str, str]]) -> list[tuple]:
 
 # --- one tune, in its own process ----------------------------------------------------------------------------
 
-def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | None = None) -> dict:
+def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | None = None,
+              model: str | None = None) -> dict:
     """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config;
-    ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``)."""
+    ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``); ``model``: a Helion model
+    directory for costmodel's tuner to rank with instead of the shipped one (``--model``)."""
     import torch
 
     from tuner.helion import CostModelAutotuner
 
     fam = families.get(name)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
-    tuner = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})) if who == "costmodel" else None
+    tuner = CostModelAutotuner(model, objective=OBJECTIVE, **(recipe or {})) if who == "costmodel" else None
     kernel = (fam.with_settings(autotuner_fn=tuner, autotune_effort="quick") if tuner
               else fam.with_settings(autotune_effort=who))
     torch.cuda.synchronize()
@@ -115,7 +119,8 @@ def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | Non
     if tuner:
         cm, why = tuner.fit(bound, args)  # the model it ranked with, or seeded Helion's search with, and why not
         out.update(path="model" if why is None else "fallback", fallback=why, search=tuner.last,
-                   model_data_hash=cm.meta.get("data", {}).get("hash") if cm else None)
+                   model_data_hash=cm.meta.get("data", {}).get("hash") if cm else None,
+                   model_params=cm.meta.get("params") if cm else None, **({"model": model} if model else {}))
     return out
 
 
@@ -128,9 +133,10 @@ def cold_env(base_cache: str, scratch: str) -> dict:
 
 
 def tune_in_new_process(who: str, name: str, problem: dict, dtype: str, env: dict, timeout_s: float,
-                        recipe: dict | None = None) -> dict:
+                        recipe: dict | None = None, model: str | None = None) -> dict:
     cmd = [sys.executable, __file__, "--tune", who, "--kernel", name, "--problem", json.dumps(problem),
-           "--dtype", dtype, *[a for k, v in (recipe or {}).items() for a in ("--recipe", f"{k}={v}")]]
+           "--dtype", dtype, *[a for k, v in (recipe or {}).items() for a in ("--recipe", f"{k}={v}")],
+           *(["--model", model] if model else [])]
     with tempfile.TemporaryDirectory() as logs:
         if who == "full":  # Helion's own log of its search: how far a run stopped at its time got (session 28: two
             # full runs were still searching at 520 and 530 s)
@@ -240,12 +246,13 @@ def same_configs(chosen: dict[str, dict]) -> dict[str, list[str]]:
 
 
 def race_one(name: str, problem: dict, dtype: str, full: bool, base_cache: str, scratch: str, timeout_s: float,
-             rounds: int, l2_bytes: int, recipe: dict | None = None) -> dict:
+             rounds: int, l2_bytes: int, recipe: dict | None = None, model: str | None = None) -> dict:
     fam = families.get(name)
     row: dict = {}
     for who in ("costmodel", "quick", *(["full"] if full else [])):
+        mine = who == "costmodel"
         row[who] = tune_in_new_process(who, name, problem, dtype, cold_env(base_cache, scratch), timeout_s,
-                                       recipe if who == "costmodel" else None)
+                                       recipe if mine else None, model if mine else None)
         log(f"{who}: " + json.dumps({k: v for k, v in row[who].items() if k not in ("config", "search")})[:600])
     bound, _ = fam.bind(problem, dtype, "cuda")
     row["default"] = {"config": hconfigs.normalise(bound.config_spec.default_config(),
@@ -328,7 +335,8 @@ def _figures(rows: list[dict]) -> dict:
 
 def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     """Per race row, whether the tuner shipped now (with ``recipe``'s knobs changed: ``--recipe``) would have timed
-    the same configs, so that the row still measures it: the same ranker (its data hash), the same recipe
+    the same configs, so that the row still measures it: the same ranker (its data hash and training parameters,
+    where the row has them), the same recipe
     (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
     none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
     have made none (``tuner.helion.default_walk_alike``), and in ``climb_rounds``, where its climb stopped, the beam
@@ -350,13 +358,16 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
                   "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS))}
         return differ <= set(checks) and all(checks[k]() for k in differ)
 
+    # rows before session 29 record no training parameters: they ranked with the shipped model's
+    shipped = helion_model.load("nvidia-h200").meta.get("params")
     out = []
     for r in rows:
         c = r.get("costmodel", {})
         timed = [t["config"] for t in c.get("search", {}).get("timed", [])]
         p = helion_model.p_run(cm, r["kernel"], r["problem"], r["dtype"], [hconfigs.config_json(t) for t in timed])
         dropped = 0 if p is None else int((p < helion_model.RUN_FLOOR).sum())
-        same_ranker = c.get("model_data_hash") == cm.meta.get("data", {}).get("hash")
+        same_ranker = c.get("model_data_hash") == cm.meta.get("data", {}).get("hash") and \
+            c.get("model_params", shipped) == cm.meta.get("params")
         same_recipe = alike(c.get("search", {}), r.get("default", {}).get("config", {}))
         ran = [t["ms"] is not None for t in c.get("search", {}).get("timed", [])]
         out.append({"kernel": r["kernel"], "problem": r["problem"], "dtype": r["dtype"], "same_ranker": same_ranker,
@@ -433,6 +444,16 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
         sink.flush()
 
 
+def load_model(where: str):
+    """The Helion model at ``where`` (a directory or GPU slug); one line and exit status 2 where it is unusable."""
+    from costmodel.helion import model as helion_model
+
+    try:
+        return helion_model.load(where)
+    except CostModelError as e:
+        raise click.BadParameter(str(e), param_hint="--model") from None
+
+
 @click.command()
 @click.option("--only", default="", help="comma-separated indices into the problems (--list; default: all); with "
               "--retime, the rows of those problems, in this order (each problem's last row in the files)")
@@ -456,24 +477,28 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
               "local, local_rounds, default_walk, radius), e.g. --recipe radius=2; repeatable")
+@click.option("--model", "model", default=None, metavar="DIR",
+              help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR), not "
+              "the shipped one: a model raced before it ships (rows record its data hash and training parameters)")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
 @click.option("--dtype", hidden=True)
 def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_files, retime_files, retune,
-         recipe_pairs, tune, kernel, problem, dtype) -> None:
+         recipe_pairs, model, tune, kernel, problem, dtype) -> None:
     if summarise_files:
         print(json.dumps(summarise(latest(read_rows(summarise_files)))))
         return
     if valid_files:
-        from costmodel.helion import model as helion_model
-
-        for line in still_valid(read_rows(valid_files), helion_model.load("nvidia-h200"), parse_recipe(recipe_pairs)):
+        cm = load_model(model or "nvidia-h200")
+        for line in still_valid(read_rows(valid_files), cm, parse_recipe(recipe_pairs)):
             print(json.dumps(line))
         return
     recipe = parse_recipe(recipe_pairs)
+    if model:
+        load_model(model)  # a bad directory: one line, exit 2, before any tune (in the tune's own process too)
     if tune:
-        print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype, recipe), default=str))
+        print(json.dumps(tune_once(tune, kernel, json.loads(problem), dtype, recipe, model), default=str))
         return
     try:
         problems = race_problems(recorded(ROOT / "data"))
@@ -502,14 +527,15 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         hw = hardware.current()  # builds Triton's driver module into the base cache
         os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "timing")
         try:
-            helion_model.load(hw.gpu, hw.gpu)
+            helion_model.load(model or hw.gpu, hw.gpu)
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         if retime_files:
             def tune_row(who: str, r: dict) -> dict:
                 name = r["kernel"].removeprefix("helion:")
+                mine = who == "costmodel"
                 return tune_in_new_process(who, name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
-                                           timeout_s, recipe if who == "costmodel" else None)
+                                           timeout_s, recipe if mine else None, model if mine else None)
 
             return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_row, retune)
         for i, (name, prob, dt) in enumerate(chosen):
@@ -518,7 +544,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
                    "kernel": f"helion:{name}", "problem": prob, "dtype": dt, "index": problems.index((name, prob, dt))}
             try:
                 row.update(race_one(name, prob, dt, i < full, base_cache, scratch, timeout_s, rounds, hw.l2_bytes,
-                                    recipe))
+                                    recipe, model))
             except Exception as e:  # noqa: BLE001 - this problem's row says so; the next problem runs
                 row["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
                 log(f"failed: {row['error']}")

@@ -543,7 +543,7 @@ def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, mo
     rows = str(ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl")
     asked = []
     monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
-    monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-1])) or {})
+    monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-2])) or {})
     monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune: [
         tune(w, rows[0]) for w in ("costmodel", "quick", "full")])
     args = ["--retime", rows, "--retune", "--only", "8", "--out", str(tmp_path / "r.jsonl")]
@@ -565,6 +565,53 @@ def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, mo
     assert ok["error"].startswith("exit 1")  # parsed, then no CUDA
     bad = bench_helion.tune_in_new_process("costmodel", "softmax", problem, "float16", env, 120, {"steps": 2})
     assert bad["error"].startswith("exit 2") and "--recipe" in bad["error"]
+
+
+def test_helion_race_tunes_with_another_model_for_costmodel_alone(bench_helion, monkeypatch, tmp_path):
+    """--model DIR reaches costmodel's tunes alone, through the tune's own process; a directory that holds no Helion
+    model is exit 2 with one line, before any tune. --still-valid with --model judges rows by that model: a row
+    ranked by a model of the same data but other training parameters is not valid (rows record both)."""
+    import shutil
+    import types
+
+    from click.testing import CliRunner
+
+    from costmodel import hardware
+    from costmodel.helion import model as helion_model
+
+    rows = str(ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl")
+    cm = helion_model.load("nvidia-h200")
+    other = tmp_path / "helion"
+    shutil.copytree(cm.path, other)
+    meta = json.loads((other / "meta.json").read_text())
+    meta["params"]["num_parallel_tree"] = 25
+    (other / "meta.json").write_text(json.dumps(meta))
+    asked = []
+    monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
+    monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-1])) or {})
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune: [
+        tune(w, rows[0]) for w in ("costmodel", "quick")])
+    args = ["--retime", rows, "--retune", "--only", "8", "--out", str(tmp_path / "r.jsonl")]
+    r = CliRunner().invoke(bench_helion.main, [*args, "--model", str(other)])
+    assert r.exit_code == 0, r.output
+    assert asked == [("costmodel", str(other)), ("quick", None)]
+    r = CliRunner().invoke(bench_helion.main, [*args, "--model", str(tmp_path)])
+    assert r.exit_code == 2 and "--model" in r.output and "Traceback" not in r.output and len(asked) == 2
+    monkeypatch.undo()
+    raced = [json.loads(line) for line in Path(rows).read_text().splitlines()]
+    for r in raced:  # as the shipped model's tunes record it since session 29
+        r["costmodel"]["model_params"] = cm.meta["params"]
+    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm))
+    assert not any(o["valid"] or o["same_ranker"] for o in bench_helion.still_valid(raced, helion_model.load(other)))
+    r = CliRunner().invoke(bench_helion.main, ["--still-valid", rows, "--model", str(other)])
+    assert r.exit_code == 0 and not any(json.loads(line)["valid"] for line in r.output.splitlines())
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "CUDA_VISIBLE_DEVICES": ""}
+    got = bench_helion.tune_in_new_process("costmodel", "softmax", {"M": 64, "N": 256}, "float16", env, 120, None,
+                                           str(other))
+    assert got["error"].startswith("exit 1") and "--model" not in got["error"]  # parsed, then no CUDA
+    got = bench_helion.tune_in_new_process("costmodel", "softmax", {"M": 64, "N": 256}, "float16", env, 120, None,
+                                           str(tmp_path))
+    assert got["error"].startswith("exit 2") and "--model" in got["error"]  # the directory reached that process
 
 
 def test_helion_race_rows_still_valid_under_the_shipped_runs_filter(bench_helion, tmp_path):
