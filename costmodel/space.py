@@ -55,3 +55,20 @@ def first_batch(fam: KernelFamily, ranked: list[Config], k: int, explore: int) -
     chosen += [c for c in ranked[len(head):] if config_key(c) not in picked][:k - len(chosen)]
     order = {config_key(c): i for i, c in enumerate(ranked)}
     return sorted(chosen, key=lambda c: order[config_key(c)])
+
+
+def neighbours(fam: KernelFamily, base: Config, configs: list[Config]) -> list[Config]:
+    """Those of ``configs`` one step from ``base``: one knob changed, or the tile reshaped (two ``tile`` knobs
+    changed, the tile's size kept: one dim halved where another doubles, say 64x256x64 -> 64x128x128), in their
+    order."""
+    tiles = {k.name for k in fam.knobs if k.tile}
+
+    def size(c: Config) -> int:
+        return int(np.prod([c[t] for t in tiles if t in c]))
+
+    out = []
+    for c in configs:
+        changed = {knob for knob, v in c.items() if v != base.get(knob)}
+        if len(changed) == 1 or (len(changed) == 2 and changed <= tiles and size(c) == size(base)):
+            out.append(c)
+    return out

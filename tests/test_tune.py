@@ -67,10 +67,41 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
 
 
+def _one_step(base: dict, c: dict) -> bool:
+    """One knob changed, or the matmul tile reshaped: two of its dims changed, its size kept."""
+    changed = {k for k, v in c.items() if v != base[k]}
+    size = lambda d: d["BLOCK_M"] * d["BLOCK_N"] * d["BLOCK_K"]  # noqa: E731
+    return len(changed) == 1 or (changed < {"BLOCK_M", "BLOCK_N", "BLOCK_K"} and size(c) == size(base))
+
+
+def test_neighbours_are_one_knob_away_or_the_tile_reshaped():
+    """``space.neighbours`` on the matmul family's H200 space: a decode shape's pick (issue 17, 1x4096x11008: the
+    cold tune's 64x256x64, where the space's best is 64x128x128) steps to 64x128x128 in one step; two knobs that
+    are not both tile dims, or a tile of another size, are not one step."""
+    from costmodel import space
+    from costmodel.kernels import get_family
+
+    fam = get_family("matmul")
+    problem = fam.check_problem({"M": 1, "N": 4096, "K": 11008})
+    valid = space.enumerate_valid(fam, problem, "float16", HW)
+    base = {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 1, "TMA": 0, "PERSISTENT": 1, "SPLIT_TAIL": 2,
+            "EPILOGUE_SUBTILE": 0, "num_warps": 4, "num_stages": 3}
+    assert base in valid
+    near = space.neighbours(fam, base, valid)
+    assert near and all(_one_step(base, c) for c in near) and base not in near
+    assert {**base, "BLOCK_N": 128, "BLOCK_K": 128} in near  # the reshape
+    assert {**base, "num_warps": 8} in near and {**base, "TMA": 1} in near  # one knob
+    others = [c for c in valid if c not in near and c != base]
+    assert {**base, "BLOCK_N": 128, "BLOCK_K": 64} in near and {**base, "BLOCK_N": 128, "num_warps": 8} in others
+    assert {**base, "BLOCK_N": 128, "BLOCK_K": 32} in others  # two tile dims, a smaller tile
+    assert all(not _one_step(base, c) for c in others)
+
+
 def test_steps_time_neighbours_of_the_fastest_one_knob_away_and_only_add(heldout):
     """``steps``: after the first round (no second here: budget 0), batches of at most STEP_LOCAL untimed configs
-    one knob from the fastest so far, in the model's order, the next from a faster config a step found; the pick is
-    never slower than without steps, and on some held-out matmul groups faster (replayed H200 rows)."""
+    one step from the fastest so far (``space.neighbours``: one knob, or the tile reshaped), in the model's order,
+    the next from a faster config a step found; the pick is never slower than without steps, and on some held-out
+    matmul groups faster (replayed H200 rows)."""
     from tuner.tune import STEP_LOCAL, rank_candidates
 
     cm, t = heldout
@@ -101,7 +132,7 @@ def test_steps_time_neighbours_of_the_fastest_one_knob_away_and_only_add(heldout
         seen = {key(c) for c in bench.batches[0]}
         for s, batch in zip(res.steps, stepped):
             assert s["timed"] == len(batch) <= STEP_LOCAL and not seen & {key(c) for c in batch}
-            assert all(sum(v != s["from"][k] for k, v in c.items()) == 1 for c in batch)
+            assert all(_one_step(s["from"], c) for c in batch)
             idx = [order.index(key(c)) for c in batch]
             assert idx == sorted(idx)
             seen |= {key(c) for c in batch}

@@ -56,7 +56,12 @@ RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared
 # timed, the valid configs one knob away not timed yet, the first STEP_LOCAL in the model's order, again from a faster
 # one while a step finds it. Replayed on the shipped model's 150 held-out whole-space groups (tune k 8, objective
 # graph, then up to 4 steps): geomean of best / tune's 0.9940 -> 0.9964, p10 0.980 -> 0.987, 5.6 configs more a group;
-# 12 a step gave the same (scripts/experiments/triton_steps.py, scripts/results/triton_steps-cpu-2026-12-03-s25.json)
+# 12 a step gave the same (scripts/experiments/triton_steps.py, scripts/results/triton_steps-cpu-2026-12-03-s25.json).
+# A step also reshapes the tile (``space.neighbours``: two tile dims, one halved, one doubled): on the same groups
+# 0.9964 -> 0.9966, p10 0.9871 -> 0.9877, 6.3 configs a group, two matmul groups to their best, none worse
+# (triton_steps-reshape-cpu-2026-12-03-s30.json). On issue 17's 1x4096x11008 the H200's cold tune picked 64x256x64
+# in sessions 29 and 30 (0.963 and 0.939 of the space's best, 64x128x128): one reshape away, which the step's first
+# six now hold under the shipped model; one knob at a time, that tile is two steps away.
 STEP_LOCAL = 6
 
 
@@ -282,6 +287,7 @@ def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked
     measurements, what each did)."""
     from costmodel.dataset import canonical_json
 
+    fam = get_family(family)
     done = {canonical_json(m.config) for m in timed}
     ok = [(t, m.config) for m in timed if m.ok and (t := objective_ms(m, objective)) is not None]
     out: list[Measurement] = []
@@ -290,8 +296,7 @@ def _steps(bench: Benchmarker, family: str, problem: Problem, dtype: str, ranked
         return out, log
     t_from, base = min(ok, key=lambda tc: tc[0])
     for _ in range(rounds):
-        near = [c for c in ranked if canonical_json(c) not in done
-                and sum(v != base.get(knob) for knob, v in c.items()) == 1][:local]
+        near = space.neighbours(fam, base, [c for c in ranked if canonical_json(c) not in done])[:local]
         if not near:
             break
         compile_ahead(bench, family, problem, dtype, near)

@@ -137,8 +137,8 @@ class Attention(KernelFamily):
     name = "attention"
     dims = ("B", "H", "S", "D", "CAUSAL")
     knobs = (
-        Knob("BLOCK_M", (64, 128)),
-        Knob("BLOCK_N", (32, 64, 128)),
+        Knob("BLOCK_M", (64, 128), tile=True),
+        Knob("BLOCK_N", (32, 64, 128), tile=True),
         Knob("TMA", (0, 1)),
         Knob("num_warps", (4, 8), detail=True),
         Knob("num_stages", (2, 3, 4), detail=True),

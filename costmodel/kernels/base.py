@@ -46,6 +46,9 @@ class Knob:
     # is cut: configs that differ only in such knobs are one structure (space.structure), which collect --active's
     # probe and tune's explore draw once
     detail: bool = False
+    # a dim of the tile a program works on (rows, columns, a K slice): ``space.neighbours`` reshapes the tile along two
+    # such knobs at once, one halved where the other doubles
+    tile: bool = False
 
 
 def torch_dtype(dtype: str):

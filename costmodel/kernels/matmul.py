@@ -251,9 +251,9 @@ class Matmul(KernelFamily):
     name = "matmul"
     dims = ("M", "N", "K")
     knobs = (
-        Knob("BLOCK_M", (64, 128, 256)),
-        Knob("BLOCK_N", (64, 128, 256)),
-        Knob("BLOCK_K", (32, 64, 128)),
+        Knob("BLOCK_M", (64, 128, 256), tile=True),
+        Knob("BLOCK_N", (64, 128, 256), tile=True),
+        Knob("BLOCK_K", (32, 64, 128), tile=True),
         Knob("GROUP_M", (1, 8), detail=True),
         Knob("TMA", (0, 1)),
         Knob("PERSISTENT", (0, 1)),

@@ -123,8 +123,8 @@ class RowwiseFamily(KernelFamily):
 
     dims = ("M", "N")
     knobs = (
-        Knob("BLOCK_N", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)),  # 64K would spill at any width
-        Knob("ROWS", (1, 2, 4, 8, 16)),
+        Knob("BLOCK_N", (256, 512, 1024, 2048, 4096, 8192, 16384, 32768), tile=True),  # 64K would spill at any width
+        Knob("ROWS", (1, 2, 4, 8, 16), tile=True),
         Knob("PERSISTENT", (0, 1)),
         Knob("num_warps", (1, 2, 4, 8, 16, 32), detail=True),
         Knob("num_stages", (1, 2, 3), detail=True),

@@ -2,9 +2,9 @@
 
 On the shipped model's held-out groups measured over the whole valid space, ``tuner.tune`` runs with the Replay
 benchmarker (objective graph, as replay_tune.py); then ``tuner.tune._steps`` (what ``costmodel tune --steps`` runs),
-from the fastest config it timed, up to ``--rounds`` steps: the recorded configs that ran one knob away from it, not
-timed yet, ranked by the model, the first ``--local`` timed (the recorded latency), again from the new fastest while a
-step finds a faster one. ``tune_configs``: the configs the tune timed before the steps. Geomean, p10 and min of the
+from the fastest config it timed, up to ``--rounds`` steps: the recorded configs that ran one step from it
+(``space.neighbours``: one knob, or the tile reshaped), not timed yet, ranked by the model, the first ``--local``
+timed (the recorded latency), again from the new fastest while a step finds a faster one. ``tune_configs``: the configs the tune timed before the steps. Geomean, p10 and min of the
 group's best / the tuner's best, before and after the steps, the configs the steps timed, and each group's figures.
 Nothing new is measured: whole-space groups hold every neighbour's recorded time.
 
