@@ -9,7 +9,8 @@
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 #   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
 #   HRETIME_ARGS="--retime scripts/results/ROWS.jsonl [--full 2]" bash scripts/device_job.sh helion_retime   (raced rows'
-#   picks timed again, no tunes but --full's; rows in $OUT/bench_helion_retimed.jsonl)
+#   picks timed again, no tunes but --full's; rows in $OUT/bench_helion_retimed.jsonl; HRETIME_PLAN=FILE: one such run
+#   a line, SECONDS ARGS..., rows in $OUT/bench_helion_retimed.<line>.jsonl)
 #   HBG_ARGS="--retime ROWS.jsonl --only 3 --full 1 --timeout 1500" bash scripts/device_job.sh helion_bg   (the same,
 #   left running across calls of a warm machine: call again until its rows are in $OUT/bench_helion_bg.jsonl)
 #   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap.jsonl; \
@@ -92,12 +93,29 @@ step_helion_race() {  # issue 18: bench_helion.py (HRACE_ARGS, HRACE_TIMEOUT), r
   python3 scripts/bench_helion.py --summarise $OUT/bench_helion.jsonl 2>&1 | tail -c 4000
   return $rc
 }
-step_helion_retime() {  # issue 18: bench_helion.py --retime (HRETIME_ARGS, HRETIME_TIMEOUT)
-  local rc
-  timeout $(at_most ${HRETIME_TIMEOUT:-100000} 15) python3 scripts/bench_helion.py \
-    --out $OUT/bench_helion_retimed.jsonl ${HRETIME_ARGS:-} 2>&1 | tail -60
+step_helion_retime() {  # issue 18: bench_helion.py --retime (HRETIME_ARGS, HRETIME_TIMEOUT); with HRETIME_PLAN (a file,
+  # one run a line: SECONDS ARGS..., e.g. one tuner recipe a line) each line in turn, its rows in
+  # $OUT/bench_helion_retimed.<line>.jsonl, so several recipes race on the same problems in one call
+  local rc=0 secs args n=0
+  if [ -z "${HRETIME_PLAN:-}" ]; then
+    retime_one $(at_most ${HRETIME_TIMEOUT:-100000} 15) $OUT/bench_helion_retimed.jsonl ${HRETIME_ARGS:-}
+    return
+  fi
+  while read -r secs args; do
+    [ -n "$secs" ] && [ "${secs:0:1}" != "#" ] || continue
+    n=$((n + 1))
+    [ "$(left 30)" -gt 0 ] || { echo "HRETIME_PLAN line $n: no time left"; continue; }
+    read -r -a args <<< "$args"
+    retime_one $(at_most $secs 15) $OUT/bench_helion_retimed.$n.jsonl "${args[@]}" || rc=$?
+  done < "$HRETIME_PLAN"
+  return $rc
+}
+retime_one() {  # SECONDS OUT ARGS...: one bench_helion.py run, then its rows' figures
+  local secs=$1 out=$2 rc; shift 2
+  echo "=== helion_retime $* (at most $secs s)"
+  timeout $secs python3 scripts/bench_helion.py --out $out "$@" 2>&1 | tail -60
   rc=$?
-  python3 scripts/bench_helion.py --summarise $OUT/bench_helion_retimed.jsonl 2>&1 | tail -c 3000
+  python3 scripts/bench_helion.py --summarise $out 2>&1 | tail -c 3000
   return $rc
 }
 step_helion_bg() {  # issue 18: bench_helion.py (HBG_ARGS, e.g. "--retime ROWS --only 3 --full 1 --timeout 1500") left

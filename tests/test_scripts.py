@@ -139,6 +139,21 @@ def test_device_job_retimes_raced_rows_then_summarises_them(tmp_path):
                      f"python3 scripts/bench_helion.py --summarise {rows}"]
 
 
+def test_device_job_retimes_each_line_of_a_plan_into_its_own_rows(tmp_path):
+    """HRETIME_PLAN: one bench_helion.py run a line (SECONDS ARGS...; blank and # lines skipped), each into
+    bench_helion_retimed.<line>.jsonl and summarised, in the plan's order."""
+    (tmp_path / "plan.txt").write_text("# recipes on the losing problems\n120 --retime r.jsonl --retune --only 8\n\n"
+                                       "90 --retime r.jsonl --retune --only 8 --recipe radius=2\n")
+    proc, out = _device_job(tmp_path, "helion_retime", HRETIME_PLAN="plan.txt", DEADLINE="400")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    calls = [c for c in (out / "calls").read_text().splitlines() if "bench_helion.py" in c]
+    one, two = f"{out}/bench_helion_retimed.1.jsonl", f"{out}/bench_helion_retimed.2.jsonl"
+    assert calls == [f"python3 scripts/bench_helion.py --out {one} --retime r.jsonl --retune --only 8",
+                     f"python3 scripts/bench_helion.py --summarise {one}",
+                     f"python3 scripts/bench_helion.py --out {two} --retime r.jsonl --retune --only 8 --recipe radius=2",
+                     f"python3 scripts/bench_helion.py --summarise {two}"]
+
+
 def test_device_job_leaves_a_long_race_running_once_and_a_later_call_waits_for_it(tmp_path):
     """helion_bg starts bench_helion.py with HBG_ARGS once, its rows under .bg/, and brings them to $OUT with their
     figures; a later call on the same machine finds it (here ended) and starts no second one, unless its arguments
