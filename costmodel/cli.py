@@ -572,8 +572,8 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
               help="judge configs by their per-call time in eager PyTorch (launch included) or by GPU time "
                    "(launch hidden, as in a CUDA graph)")
 @click.option("--steps", default=0, show_default=True, type=int,
-              help="then up to this many steps: the fastest config's untimed neighbours one knob away, 6 in the "
-                   "model's order, again from a faster one a step finds (outside --budget-s)")
+              help="then up to this many steps: the fastest config's untimed neighbours (one knob away, or its tile "
+                   "reshaped), 6 in the model's order, again from a faster one a step finds (outside --budget-s)")
 @click.option("--predict-only", is_flag=True, help="rank without a GPU; nothing is measured")
 @click.option("--record", is_flag=True, help="append the measurements to the dataset at --data")
 @click.option("--data", default="data", show_default=True, type=click.Path())

@@ -53,8 +53,8 @@ SPREAD_MAX = 1.3
 FINALIST_SHARE = 0.15
 RIDGE = 1.0  # the correction's ridge penalty, as a fraction of the mean squared norm of the timed rows
 # steps (``steps`` > 0; off by default until the H200 measures them on issue 17's tune shapes): from the fastest config
-# timed, the valid configs one knob away not timed yet, the first STEP_LOCAL in the model's order, again from a faster
-# one while a step finds it. Replayed on the shipped model's 150 held-out whole-space groups (tune k 8, objective
+# timed, the valid configs one step away (``space.neighbours``) not timed yet, the first STEP_LOCAL in the model's
+# order, again from a faster one while a step finds it. Replayed on the shipped model's 150 held-out whole-space groups (tune k 8, objective
 # graph, then up to 4 steps): geomean of best / tune's 0.9940 -> 0.9964, p10 0.980 -> 0.987, 5.6 configs more a group;
 # 12 a step gave the same (scripts/experiments/triton_steps.py, scripts/results/triton_steps-cpu-2026-12-03-s25.json).
 # A step also reshapes the tile (``space.neighbours``: two tile dims, one halved, one doubled): on the same groups
