@@ -245,6 +245,41 @@ def test_a_kernel_with_a_twin_ranks_its_twins_space_and_helions_population_in_tu
     assert len(tuner.ranked(cm, bound, args)[0]) == len(families.candidates(bound, 40, 0))
 
 
+def test_an_unaligned_matmul_ranks_its_twins_tensor_descriptor_configs_only_when_the_recipe_asks(trained,
+                                                                                                 monkeypatch):
+    """The twin's TMA refuses a config where K's rows are not 16-byte aligned (K 1001 bf16); Helion's tensor
+    descriptors fall back per tensor. With ``twin_unaligned`` the twin's space reads as on the problem with its rows
+    rounded up (K 1008): the configs an aligned problem has, tensor-descriptor ones among them; without it, none of
+    those; an aligned problem's the same either way. The tuner asks for it only with the recipe knob, which its
+    recipe then names."""
+    hw = helion_model.load(trained).hardware
+    key = configs.config_json
+    unaligned, aligned = {"M": 512, "N": 768, "K": 1001}, {"M": 512, "N": 768, "K": 1024}
+    assert families.get("matmul").twin_problem(unaligned, "bfloat16") == {"M": 512, "N": 768, "K": 1008}
+
+    def twins(problem, asked):
+        bound, _ = _bound("helion:matmul", problem, "bfloat16")
+        return [key(c) for c in families.twin_candidates(bound, "helion:matmul", problem, "bfloat16", hw,
+                                                         unaligned=asked)]
+
+    plain, wider, on_aligned = twins(unaligned, False), twins(unaligned, True), twins(aligned, False)
+    assert not any("tensor_descriptor" in c for c in plain) and set(plain) < set(wider)
+    assert sorted(wider) == sorted(on_aligned) and any("tensor_descriptor" in c for c in wider)
+    assert twins(aligned, True) == on_aligned
+    asked = []
+    real = families.twin_candidates
+    monkeypatch.setattr(families, "twin_candidates", lambda *a, **k: asked.append(k) or real(*a, **k))
+    cm = helion_model.load(trained)
+    bound, args = _bound("helion:matmul", unaligned, "bfloat16")
+    extra, pop = set(wider) - set(plain), {key(c) for c in families.candidates(bound, 40, 0)}
+    for knob in (0, 1):
+        tuner = htune.CostModelAutotuner(trained, candidates=40, gpu=GPU, helion_version="1.4.0", twin_unaligned=knob)
+        got = {key(c) for c in tuner.ranked(cm, bound, args)[0]}
+        assert asked[-1] == {"unaligned": bool(knob)}
+        assert bool((extra & got) - pop) == bool(knob)  # the runs classifier may drop a few of them, not all
+        assert ("twin_unaligned" in tuner.recipe()) == bool(knob)
+
+
 def test_alternate_takes_each_list_in_turn_and_skips_a_config_taken():
     a, b, c = ({"num_warps": w} for w in (1, 2, 4))
     assert htune.alternate([[a, b], [c, a, b]]) == [a, c, b]

@@ -115,8 +115,14 @@ DEFAULT_WALK_WITHIN = 1.5
 # layer_norm 13911x12466's they hold 16 warps, quick's, where radius 1's go to 8 at most
 # (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0, helion_steps-*-s27-radius2.jsonl).
 RADIUS = 1
+# 1: the twin's configs that its own program refuses only for unaligned rows join the candidates
+# (``families.twin_candidates(..., unaligned=True)``: Helion's tensor descriptors fall back per tensor). Off in the
+# shipped recipe until a race says otherwise (bench_helion --recipe twin_unaligned=1): all three of the race's matmuls
+# are unaligned, and two of them beat quick by 1.29x and 1.53x without it (session 26).
+TWIN_UNALIGNED = 0
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
-RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius")
+RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
+                "twin_unaligned")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -570,7 +576,8 @@ class CostModelAutotuner:
                  helion_version: str | None = None, n_seeds: int = N_SEEDS, verify: int = VERIFY,
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
-                 default_walk: int = DEFAULT_WALK, radius: int = RADIUS, objective: str = "eager"):
+                 default_walk: int = DEFAULT_WALK, radius: int = RADIUS, twin_unaligned: int = TWIN_UNALIGNED,
+                 objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -579,7 +586,7 @@ class CostModelAutotuner:
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.climb_rounds = climb_rounds
-        self.default_walk, self.radius = default_walk, radius
+        self.default_walk, self.radius, self.twin_unaligned = default_walk, radius, twin_unaligned
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -628,11 +635,12 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``climb_rounds``, ``default_walk`` and ``radius``, added after races were run, are named only where they
-        differ from what those rows ran (3; off; 1), so that the rows keep their recipe."""
+        ``climb_rounds``, ``default_walk``, ``radius`` and ``twin_unaligned``, added after races were run, are named
+        only where they differ from what those rows ran (3; off; 1; off), so that the rows keep their recipe."""
         later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
                  **({"default_walk": self.default_walk} if self.default_walk else {}),
-                 **({"radius": self.radius} if self.radius != 1 else {})}
+                 **({"radius": self.radius} if self.radius != 1 else {}),
+                 **({"twin_unaligned": self.twin_unaligned} if self.twin_unaligned else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "objective": self.objective}
 
@@ -661,7 +669,8 @@ class CostModelAutotuner:
         else:
             pools = [families.candidates(bound, int(self.candidates), self.seed)]
             if call.shape is None:
-                pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype, cm.hardware))
+                pools.append(families.twin_candidates(bound, call.kernel, call.problem, call.dtype, cm.hardware,
+                                                      unaligned=bool(self.twin_unaligned)))
         ranked = [by_score(cm, call, [hconfigs.normalise(c, counts) for c in pool]) for pool in pools if pool]
         kept = [runnable(cm, call, r, self.k) for r in ranked]
         self.dropped = sum(len(r) - len(c) for r, c in zip(ranked, kept))

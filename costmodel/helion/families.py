@@ -66,6 +66,9 @@ class HelionFamily:
     # (``op_counts``), None where the twin's config uses a knob this kernel has no counterpart of: the twin's rows
     # then train the Helion model too (helion.model.twin_rows), its space joins the tuner's candidates
     from_twin: Callable[[dict, Problem, Mapping[str, int]], dict | None] | None = None
+    # the problem as the twin's validity reads it for this kernel's candidates, where a rule of the twin's own program
+    # does not bind Helion's (``twin_candidates(..., unaligned=True)``); None: the problem itself
+    twin_problem: Callable[[Problem, str], Problem] | None = None
     own: KernelSpec | None = None   # else the kernel's own
     args: Callable[[Problem, tuple], tuple] = _as_args       # the Helion kernel's arguments for (problem, inputs)
     problem_of: Callable[[tuple], Problem] = _rows_cols      # its inverse: the problem of a call's arguments
@@ -349,6 +352,25 @@ def _matmul_from_twin(c: dict, problem: Problem | None = None, counts: Mapping[s
             "range_num_stages": [0, 0], "range_unroll_factors": [0, 0], "range_warp_specializes": []}
 
 
+# The twin refuses TMA for the whole config where a row stride of A, B or C is not 16-byte aligned (``tma_ok``): its
+# program builds descriptors for all three. Helion's tensor-descriptor indexing decides tensor by tensor and loads or
+# stores through pointers where a descriptor is not supported (1.4.0 and 1.5.1:
+# helion/_compiler/indexing_strategy.py, TensorDescriptorIndexingStrategy.codegen_load). So on an unaligned problem
+# the twin's space lacks every tensor-descriptor config Helion runs. All three of the race's matmuls are unaligned;
+# on 4155x4096x4476 bf16 (rows of K 8,952 bytes) the twin gave 560 candidates, none with tensor descriptors, and 1,088
+# with its rows rounded up (528 with them); the shipped model scores the best of those 1.75, the best of the 560 1.01;
+# Helion quick's pick there, 2-10% faster than the tunes' in sessions 26-30, has three tensor-descriptor loads
+# (scripts/experiments/helion_twin_unaligned.py, Helion 1.4.0 answering as the H200: its output
+# scripts/results/helion_twin_unaligned-helion140-cpu-2026-12-03-s30.jsonl).
+def _matmul_aligned(problem: Problem, dtype: str) -> Problem:
+    """``problem`` with K and N rounded up to 16-byte rows of ``dtype``: what the twin's validity reads for Helion's
+    candidates (its other rules, shared memory and registers, read the config alone)."""
+    from costmodel.kernels.base import DTYPE_BYTES
+
+    per = 16 // DTYPE_BYTES[dtype]
+    return {**problem, **{d: -(-problem[d] // per) * per for d in ("K", "N")}}
+
+
 # The row-wise kernels are their twin's program too (costmodel/kernels/rowwise.py): ROWS whole rows a program, a
 # row of N in one block (BLOCK_N >= N: no reduction loop) or in BLOCK_N chunks (a reduction loop of BLOCK_N),
 # programs over the rows or one an SM striding over them (PERSISTENT). Their one loop's settings and every memory
@@ -390,7 +412,7 @@ def _attention_from_twin(c: dict, problem: Problem, counts: Mapping[str, int]) -
 
 FAMILIES = {f.name: f for f in (
     HelionFamily("matmul", lambda c: [c["M"], c["N"], c["K"]], lambda c: [], 2, ((2, 1), (2, 1)), twin="matmul",
-                 problem_of=_matmul_problem, from_twin=_matmul_from_twin),
+                 problem_of=_matmul_problem, from_twin=_matmul_from_twin, twin_problem=_matmul_aligned),
     # a rolled reduction reads the row again in each pass after the first (max, then sum and store)
     HelionFamily("softmax", _rows, lambda c: [c["N"]], 1, ((1, 1), (3, 1)), twin="softmax",
                  from_twin=_rows_from_twin),
@@ -500,10 +522,12 @@ def helion_config(canonical: Mapping):
     return helion.Config(**dict(canonical))
 
 
-def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> list[dict]:
+def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw, unaligned: bool = False) -> list[dict]:
     """The twin family's valid configs of ``problem`` on ``hw`` (``costmodel.space``) that ``kernel`` can express
     (``from_twin``) and ``bound``'s ConfigSpec accepts, canonical, in the twin space's order; none for a kernel
-    without ``from_twin``. Candidates beside the random population: on a 4155x4096x4476 bf16 matmul 698 of Helion's
+    without ``from_twin``. ``unaligned``: valid for the problem as the family's ``twin_problem`` gives it (matmul's:
+    the rows rounded up to 16 bytes, since Helion's tensor descriptors fall back per tensor where the twin's TMA
+    refuses the config). Candidates beside the random population: on a 4155x4096x4476 bf16 matmul 698 of Helion's
     1,000 random configs have 16-row tiles and 570 are 16x16 (scripts/helion_candidates.py, Helion 1.5.1:
     scripts/results/helion_candidates-cpu-2026-12-02-s19.json), and the race's quick search won with 64x256x64
     (session 19, BENCHMARKS), a tile the twin's space holds."""
@@ -516,7 +540,8 @@ def twin_candidates(bound, kernel: str, problem: Problem, dtype: str, hw) -> lis
 
     spec, out = bound.config_spec, {}
     counts = op_counts(spec)
-    for c in space.enumerate_valid(fam.twin_family(), problem, dtype, hw):
+    as_read = fam.twin_problem(problem, dtype) if unaligned and fam.twin_problem else problem
+    for c in space.enumerate_valid(fam.twin_family(), as_read, dtype, hw):
         h = fam.from_twin(c, problem, counts)
         key = None if h is None else configs.config_json(h, counts)
         if key is None or key in out:
