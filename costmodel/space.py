@@ -66,9 +66,9 @@ def neighbours(fam: KernelFamily, base: Config, configs: list[Config]) -> list[C
     def size(c: Config) -> int:
         return int(np.prod([c[t] for t in tiles if t in c]))
 
-    out = []
+    out, base_size = [], size(base)
     for c in configs:
         changed = {knob for knob, v in c.items() if v != base.get(knob)}
-        if len(changed) == 1 or (len(changed) == 2 and changed <= tiles and size(c) == size(base)):
+        if len(changed) == 1 or (len(changed) == 2 and changed <= tiles and size(c) == base_size):
             out.append(c)
     return out

@@ -252,8 +252,8 @@ def test_an_unaligned_matmul_ranks_its_twins_tensor_descriptor_configs_only_when
     rounded up (K 1008): the configs an aligned problem has, tensor-descriptor ones among them; without it, none of
     those; an aligned problem's the same either way. The tuner asks for it only with the recipe knob, which its
     recipe then names."""
-    hw = helion_model.load(trained).hardware
-    key = configs.config_json
+    cm = helion_model.load(trained)
+    hw, key = cm.hardware, configs.config_json
     unaligned, aligned = {"M": 512, "N": 768, "K": 1001}, {"M": 512, "N": 768, "K": 1024}
     assert families.get("matmul").twin_problem(unaligned, "bfloat16") == {"M": 512, "N": 768, "K": 1008}
 
@@ -269,7 +269,6 @@ def test_an_unaligned_matmul_ranks_its_twins_tensor_descriptor_configs_only_when
     asked = []
     real = families.twin_candidates
     monkeypatch.setattr(families, "twin_candidates", lambda *a, **k: asked.append(k) or real(*a, **k))
-    cm = helion_model.load(trained)
     bound, args = _bound("helion:matmul", unaligned, "bfloat16")
     extra, pop = set(wider) - set(plain), {key(c) for c in families.candidates(bound, 40, 0)}
     for knob in (0, 1):
