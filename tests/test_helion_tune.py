@@ -399,13 +399,12 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
         assert len(asked) == 1 and tuner.last["steps"][0]["error"].startswith("ZeroDivisionError")
     got, tuner, asked = tune(local=100, local_rounds=2)
     cm, call = helion_model.load(trained), htune.Call.of(bound, args)
-    near = [c for c in families.neighbours(bound, json.loads(x)) if key(c) not in asked[0]]
+    near = [c for c in families.neighbours(bound, json.loads(x), tuner.radius) if key(c) not in asked[0]]
     ranked = htune.by_score(cm, call, near)
     spread = [key(c) for c in htune.spread(json.loads(x), ranked)]
     assert asked[1] == spread and sorted(spread) == sorted(map(key, near))  # every neighbour untimed
-    # in the model's order, the first of each knob first: each knob once among the first, and the rest in order
-    knobs = [tuple(sorted(k for k in set(c) | set(json.loads(x)) if c.get(k) != json.loads(x).get(k)))
-             for c in map(json.loads, spread)]
+    # in the model's order, the first of each move first: each move once among the first, and the rest in order
+    knobs = [htune.moves(json.loads(x), c) for c in map(json.loads, spread)]
     lead = len(set(knobs))
     assert len(set(knobs[:lead])) == lead and lead < len(spread)
     order = [key(c) for c in ranked]
@@ -419,7 +418,8 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
         assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
         assert not set(asked[2]) & set(asked[0] + asked[1])
     assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "climb": htune.CLIMB, "local": 100,
-                                    "local_rounds": 2, "objective": "eager"}
+                                    "local_rounds": 2, "radius": 2, "twin_unaligned": 1, "spread": "moves",
+                                    "objective": "eager"}
 
 
 def test_a_step_reaches_as_far_as_the_radius_along_each_knob(rows, monkeypatch):
@@ -455,6 +455,33 @@ def test_a_step_reaches_as_far_as_the_radius_along_each_knob(rows, monkeypatch):
         htune.CostModelAutotuner(GPU, radius=0)
 
 
+def test_a_step_tries_an_ordered_knob_both_ways(rows):
+    """A step's lead holds a move of each way along an ordered knob, here the first reduction loop's: in an order
+    that ranks every move up ahead of every move down (as the model did on rms_norm 13911x12466), the model's first
+    move down is still among the first, before any second move of a knob; a choice (an eviction policy) is one move
+    whatever it chose."""
+    g, kernel, problem, dtype = next(x for x in _groups(rows) if x[1] == "helion:rms_norm")
+    bound, _ = _bound(kernel, problem, dtype)
+    base = next(c for c in map(json.loads, g["config_json"].to_pylist()) if (c["reduction_loops"][0] or 0) >= 1024)
+    near = families.neighbours(bound, base, 2)
+    loop = lambda c: c["reduction_loops"][0] or 1 << 30  # noqa: E731 - None: no loop, the largest
+
+    def way(c):
+        return "" if c["reduction_loops"] == base["reduction_loops"] else "+-"[loop(c) < loop(base)]
+
+    ups = [c for c in near if way(c) == "+"]
+    below = [c for c in near if way(c) == "-"]
+    downs = [c for c in below if htune.moves(base, c) == (("reduction_loops", ("-",)),)]
+    assert ups and downs
+    ranked = ups + [c for c in near if not way(c)] + below  # every move up first, every move down last
+    got = htune.spread(base, ranked)
+    lead = len({htune.moves(base, c) for c in near})
+    assert downs[0] in got[:lead] and not any(c in got[:lead] for c in downs[1:])
+    assert sorted(map(configs.config_json, got)) == sorted(map(configs.config_json, near))
+    evict = [htune.moves(base, c) for c in near if "load_eviction_policies" in dict(htune.moves(base, c))]
+    assert evict and all(set(dict(m)["load_eviction_policies"]) == {""} for m in evict)
+
+
 def _default_walk_case(rows):
     """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
     neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of
@@ -481,7 +508,7 @@ def test_a_second_walk_from_the_default_where_it_ran_near_the_fastest(rows):
     """``default_walk`` 1: after the walk from the batch's fastest x, a walk from Helion's default d, which ran
     within DEFAULT_WALK_WITHIN of x, times d's neighbours, among them y, recorded faster than d; its records say
     so, and the recipe names the knob. Off (the shipped recipe), or with d further behind than allowed, no such
-    walk, and the recipe is the one raced before the knob."""
+    walk, and the recipe does not name the knob. Steps of radius 1, the neighbourhood the case is built on."""
     group, kernel, problem, dtype, d, x, y = _default_walk_case(rows)
     replay, key = htune.HelionReplay(group), configs.config_json
     ms = replay.latency
@@ -497,7 +524,7 @@ def test_a_second_walk_from_the_default_where_it_ran_near_the_fastest(rows):
     def tune(**kw):
         replay.asked.clear()
         t = XFirst(GPU, k=K, candidates=lambda b: [json.loads(c) for c in ms], timer=replay, gpu=GPU,
-                   helion_version="1.4.0", tolerance=0.0, climb=0, local=100, local_rounds=1, **kw)
+                   helion_version="1.4.0", tolerance=0.0, climb=0, local=100, local_rounds=1, radius=1, **kw)
         got = htune.CostModelSearch(t, cm, bound, args).autotune()
         return key(got), t, [[key(c) for c in b] for b in replay.asked]
 
@@ -1071,16 +1098,17 @@ def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did(tmp_path):
         assert (matmul["candidates"], matmul["dropped"]) == (1557, 3)
 
 
-@pytest.mark.parametrize("index", [0, 2])  # matmul 4155x4096x4476 bf16 (climb, refill, steps); rms_norm 13911x12466
-def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(index):
-    """Session 26's race tunes replayed through CostModelSearch on this CPU, each config answered with the time the
-    H200's tune recorded for it (its batch timing; the re-timing from its verification): under Helion 1.4.0 answering
-    as the H200 (scripts/helion140_check.sh), the tuner on main times the configs the H200's tune timed, in order,
-    climb, refill and steps to neighbours included, makes the same steps and picks the same config. A config the
-    record lacks would answer None and change the path. Another Helion's space is another: skipped there."""
+@pytest.mark.parametrize("rows, index", [("2026-12-04-s32a", 1),  # matmul 4155x4096x4476 bf16: climb, twin_unaligned
+                                          ("2026-12-04-s32a", 6)])  # layer_norm 11306x10912: four steps of radius 2
+def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
+    """The shipped recipe's race tunes (session 32) replayed through CostModelSearch on this CPU, each config answered
+    with the time the H200's tune recorded for it (its batch timing; the re-timing from its verification): under Helion
+    1.4.0 answering as the H200 (scripts/helion140_check.sh), the tuner on main times the configs the H200's tune
+    timed, in order, climb, refill and steps to neighbours included, makes the same steps and picks the same config. A
+    config the record lacks would answer None and change the path. Another Helion's space is another: skipped there."""
     from costmodel.helion import helion_version
 
-    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-03-s26a.jsonl").read_text()
+    row = json.loads((ROOT / f"scripts/results/bench_helion-retimed-h200-{rows}.jsonl").read_text()
                      .splitlines()[index])
     if helion_version() != row["helion_version"] or not helion._compat.supports_maxnreg():
         pytest.skip("the H200's space: Helion 1.4.0 answering as the H200 (scripts/helion140_check.sh)")
@@ -1091,7 +1119,7 @@ def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(index):
     replay = htune.HelionReplay(table, steady={key(v["config"]): v["ms"] for v in search["verified"]})
     bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
     tuner = htune.CostModelAutotuner(timer=replay, gpu=GPU, helion_version="1.4.0", objective="graph",
-                                     **{k: v for k, v in search["recipe"].items() if k != "objective"})
+                                     **{k: v for k, v in search["recipe"].items() if k in htune.RECIPE_KNOBS})
     got = htune.CostModelSearch(tuner, helion_model.load(GPU), bound, args).autotune()
     last = tuner.last
     assert [key(t["config"]) for t in last["timed"]] == list(table["config_json"].to_pylist())

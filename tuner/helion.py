@@ -71,8 +71,9 @@ REFILL = 2
 # (0.907) (scripts/results/bench_helion-h200-2026-12-02-s24{a,b}.jsonl): 4 knobs away each, 2-8 over the race's rows
 # (scripts/results/helion_steps-cpu-2026-12-02-s24.jsonl). In session 25's race two steps took layer_norm
 # 11306x10912 to 1.018 of quick; on the matmul the step found nothing faster, 0.916
-# (scripts/results/bench_helion-retimed-h200-2026-12-03-s25b.jsonl).
-LOCAL = 6
+# (scripts/results/bench_helion-retimed-h200-2026-12-03-s25b.jsonl). 12 with radius 2 (``RADIUS``), whose
+# neighbourhood is some twice as large: session 32's race of the three together.
+LOCAL = 12
 # Session 25's race (all 15 problems with 2 steps at most): in 4 tunes both steps found a faster config, so the cap
 # ended the walk. One of them lost to quick: rms_norm 13911x12466 (0.982), its steps took the loop from 8,192 to
 # 4,096 to 2,048, and quick's pick loops over 1,024 (scripts/results/bench_helion-h200-2026-12-03-s25c.jsonl). A step
@@ -107,19 +108,24 @@ CLIMB_ROUNDS = 3
 # helion_steps-helion140-cpu-2026-12-03-s27-from-default.jsonl), so reaching quick's loops takes several steps.
 DEFAULT_WALK = 0
 DEFAULT_WALK_WITHIN = 1.5
-# how far a step reaches along each knob (``families.neighbours``' radius; a power of two's steps count in log2).
-# Helion 1.4.0's surrogate pattern search, quick's, perturbs block sizes (reduction loops among them) and warps by up
-# to 2; rms_norm 13911x12466's walk stopped at a loop of 4,096, its neighbour 2,048 0.35% slower, and quick's pick
-# loops over 1,024 (session 26's race). 1 in the shipped recipe until a race says otherwise (bench_helion --recipe
-# radius=2); under the shipped model, radius 2's first six from that pick do not hold the loop of 1,024, but from
-# layer_norm 13911x12466's they hold 16 warps, quick's, where radius 1's go to 8 at most
-# (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0, helion_steps-*-s27-radius2.jsonl).
-RADIUS = 1
+# how far a step reaches along each knob (``families.neighbours``' radius; a power of two's steps count in log2). Helion
+# 1.4.0's surrogate pattern search, quick's, perturbs block sizes (reduction loops among them) and warps by up to 2;
+# rms_norm 13911x12466's walk stopped at a loop of 4,096, its neighbour 2,048 0.35% slower, and quick's pick loops over
+# 1,024 (session 26's race). Raced as bench_helion --recipe radius=2; under the shipped model, radius 2's first six from
+# that pick do not hold the loop of 1,024, but from layer_norm 13911x12466's they hold 16 warps, quick's, where radius
+# 1's go to 8 at most (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0,
+# helion_steps-*-s27-radius2.jsonl). Session 31 raced radius 2 with LOCAL 12 on the two norms that lost: layer_norm
+# 13911x12466 1.105 of quick, rms_norm 0.993 (bench_helion-retimed-h200-2026-12-03-s31a.3.jsonl); with a step's lead
+# holding each way of a knob (``spread``) the race of all 15 problems put every one at or above quick (session 32:
+# BENCHMARKS.md).
+RADIUS = 2
 # 1: the twin's configs that its own program refuses only for unaligned rows join the candidates
-# (``families.twin_candidates(..., unaligned=True)``: Helion's tensor descriptors fall back per tensor). Off in the
-# shipped recipe until a race says otherwise (bench_helion --recipe twin_unaligned=1): all three of the race's matmuls
-# are unaligned, and two of them beat quick by 1.29x and 1.53x without it (session 26).
-TWIN_UNALIGNED = 0
+# (``families.twin_candidates(..., unaligned=True)``: Helion's tensor descriptors fall back per tensor). Raced as
+# bench_helion --recipe twin_unaligned=1: all three of the race's matmuls are unaligned, and two of them beat quick by
+# 1.29x and 1.53x without it (session 26). With it, matmul 4155x4096x4476 bf16, 0.981 of quick without, ran 1.079
+# (session 31, bench_helion-retimed-h200-2026-12-03-s31a.1.jsonl) and 1.081 in session 32's race of the shipped recipe
+# (bench_helion-retimed-h200-2026-12-04-s32a.jsonl).
+TWIN_UNALIGNED = 1
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
                 "twin_unaligned")
@@ -464,20 +470,34 @@ def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
 
 
 def spread(base: dict, ranked: list[dict]) -> list[dict]:
-    """``ranked`` neighbours of ``base``, the first of each knob they change first (in their order), then the rest
-    in order: a step tries several knobs. In Helion 1.4.0's space as the H200 has it, the shipped model's first six
-    neighbours of the batch's fastest in the race's 14 raced rows held one knob (a load's eviction policy or
-    indexing, or matmul's range knobs) three to five times in 11 and 2-4 knobs in all; Helion quick's pick was 2-8
-    knobs away from that fastest (scripts/experiments/helion_steps.py --tma under Helion 1.4.0:
-    scripts/results/helion_steps-helion140-cpu-2026-12-02-s24.jsonl)."""
-    def knobs(c: dict) -> tuple[str, ...]:
-        return tuple(sorted(k for k in set(base) | set(c) if base.get(k) != c.get(k)))
-
-    first: dict[tuple[str, ...], int] = {}
+    """``ranked`` neighbours of ``base``, the first of each move they make first (in their order; ``moves``), then
+    the rest in order: a step tries several knobs, and an ordered knob both ways. In Helion 1.4.0's space as the H200
+    has it, the shipped model's first six neighbours of the batch's fastest in the race's 14 raced rows held one knob
+    (a load's eviction policy or indexing, or matmul's range knobs) three to five times in 11 and 2-4 knobs in all;
+    Helion quick's pick was 2-8 knobs away from that fastest (scripts/experiments/helion_steps.py --tma under Helion
+    1.4.0: scripts/results/helion_steps-helion140-cpu-2026-12-02-s24.jsonl). Both ways: on rms_norm 13911x12466 fp16
+    the walk's last step from a reduction loop of 2,048 timed 4,096 and 8,192, the model's first of that knob, and
+    stopped there 0.993 of quick, whose pick loops over 1,024 (session 31's race,
+    scripts/results/bench_helion-retimed-h200-2026-12-03-s31a.3.jsonl)."""
+    first: dict[tuple, int] = {}
     for i, c in enumerate(ranked):
-        first.setdefault(knobs(c), i)
+        first.setdefault(moves(base, c), i)
     lead = set(first.values())
     return [ranked[i] for i in first.values()] + [c for i, c in enumerate(ranked) if i not in lead]
+
+
+def moves(base: dict, c: dict) -> tuple:
+    """The knobs in which ``c`` differs from ``base``, sorted, each with the way it moved: "+" or "-" for a number
+    (per changed entry of a list of them), "" for a choice or a value set from or to None."""
+    def way(a, b) -> str | tuple:
+        if isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+            return tuple(way(x, y) for x, y in zip(a, b) if x != y)
+        number = (int, float)
+        if isinstance(a, number) and isinstance(b, number) and not isinstance(a, bool) and not isinstance(b, bool):
+            return "+" if b > a else "-"
+        return ""
+
+    return tuple(sorted((k, way(base.get(k), c.get(k))) for k in set(base) | set(c) if base.get(k) != c.get(k)))
 
 
 def by_score(cm: model.CostModel, call: "Call", cands: list[dict]) -> list[dict]:
@@ -636,13 +656,15 @@ class CostModelAutotuner:
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
         ``climb_rounds``, ``default_walk``, ``radius`` and ``twin_unaligned``, added after races were run, are named
-        only where they differ from what those rows ran (3; off; 1; off), so that the rows keep their recipe."""
+        only where they differ from what those rows ran (3; off; 1; off), so that the rows keep their recipe;
+        ``spread``, "moves": a step's lead holds each way of an ordered knob (``spread``; session 32), where the rows
+        before it held each knob once."""
         later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
                  **({"default_walk": self.default_walk} if self.default_walk else {}),
                  **({"radius": self.radius} if self.radius != 1 else {}),
                  **({"twin_unaligned": self.twin_unaligned} if self.twin_unaligned else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
-                "local_rounds": self.local_rounds, **later, "objective": self.objective}
+                "local_rounds": self.local_rounds, **later, "spread": "moves", "objective": self.objective}
 
     def say_once(self, why: str) -> None:
         if why not in self.said:
