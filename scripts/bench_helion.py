@@ -379,7 +379,7 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned) set to other values than the shipped
+    climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties) set to other values than the shipped
     ones, to race a variant before it ships; the rows record the recipe their tunes ran (``search.recipe``), so
     ``--still-valid`` tells them from the shipped tuner's."""
     if not pairs:
@@ -476,7 +476,7 @@ def load_model(where: str):
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
-              "local, local_rounds, default_walk, radius, twin_unaligned), e.g. --recipe radius=2; repeatable")
+              "local, local_rounds, default_walk, radius, twin_unaligned, ties), e.g. --recipe ties=1; repeatable")
 @click.option("--model", "model", default=None, metavar="DIR",
               help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR), not "
               "the shipped one: a model raced before it ships (rows record its data hash and training parameters)")

@@ -126,9 +126,18 @@ RADIUS = 2
 # (session 31, bench_helion-retimed-h200-2026-12-03-s31a.1.jsonl) and 1.081 in session 32's race of the shipped recipe
 # (bench_helion-retimed-h200-2026-12-04-s32a.jsonl).
 TWIN_UNALIGNED = 1
+# 1: a step that found a faster config walks on from the first, in the step's own order (the model's: ``spread``), of
+# its configs that ran within TIE of the fastest, not from the fastest alone: a single timing does not tell such
+# configs apart, the model may. On layer_norm 13911x12466 fp16 the walk's first step from 4 warps timed 16 warps, its
+# second config, within 0.06-0.3% of the step's fastest in five tunes; the three that stepped from 16 warps ended
+# 1.05-1.17x quick, the two that stepped from a load knob or a stage 0.944-0.948 (session 33: the rows
+# bench_helion-retimed-h200-2026-12-0{3-s31a.3,4-s33b.1,4-s33c,4-s33d.1,4-s33d.2}.jsonl; the first step's fastest
+# three spanned 0.1-0.3% in each). Off in the shipped recipe until raced (bench_helion --recipe ties=1).
+TIES = 0
+TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
-                "twin_unaligned")
+                "twin_unaligned", "ties")
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -393,11 +402,13 @@ def climb_rounds_alike(search: dict, rounds: int) -> bool:
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
          ms: list[float | None], done: set[str], start: int) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
-    timed. A walk that starts from the batch's fastest so always steps from the fastest config timed so far."""
+    timed (with ``tuner.ties``, from the first of the last step's configs within ``TIE`` of it: ``tied``), while a
+    step finds a config faster than every one the walk timed before. A walk that starts from the batch's fastest so
+    steps from the fastest config timed so far, or one tied with it."""
     out: list[dict] = []
-    mine = [start]
+    mine, i = [start], start
     for _ in range(tuner.local_rounds):
-        t_from, i = min((ms[j], j) for j in mine if ms[j] is not None)
+        t_from = min(ms[j] for j in mine if ms[j] is not None)
         try:
             near = [c for c in families.neighbours(bound, batch[i], tuner.radius)
                     if hconfigs.config_json(c) not in done]
@@ -409,16 +420,25 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
         if not near:
             break
         got = tuner.timer.measure(bound, args, near, more=True)
-        mine += range(len(batch), len(batch) + len(near))
+        these = range(len(batch), len(batch) + len(near))
+        mine += these
         batch += near
         ms += got
         done |= {hconfigs.config_json(c) for c in near}
         faster = [t for t in got if t is not None and t < t_from]
-        out.append({"from": batch[i], "from_ms": t_from, "neighbours": n_near, "timed": len(near),
+        out.append({"from": batch[i], "from_ms": ms[i], "neighbours": n_near, "timed": len(near),
                     "ran": sum(t is not None for t in got), "faster": len(faster)})
         if not faster:
             break
+        i = tied(ms, these, TIE if tuner.ties else 0.0)
     return out
+
+
+def tied(ms: list[float | None], these: range, tie: float) -> int:
+    """The first of ``these`` (a step's configs, in its order) that ran within ``tie`` (a fraction) of their
+    fastest."""
+    fastest = min(ms[j] for j in these if ms[j] is not None)
+    return next(j for j in these if ms[j] is not None and ms[j] <= fastest * (1 + tie))
 
 
 def climb(tuner: "CostModelAutotuner", cm: model.CostModel, bound, call: "Call",
@@ -587,7 +607,8 @@ class CostModelAutotuner:
     many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none),
     ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
-    step reaches along each knob (``RADIUS``);
+    step reaches along each knob (``RADIUS``); ``ties``: 1 for a walk that steps on from the first of a step's
+    configs tied with its fastest (``walk``, ``TIE``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -597,7 +618,7 @@ class CostModelAutotuner:
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
                  default_walk: int = DEFAULT_WALK, radius: int = RADIUS, twin_unaligned: int = TWIN_UNALIGNED,
-                 objective: str = "eager"):
+                 ties: int = TIES, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -606,7 +627,7 @@ class CostModelAutotuner:
         self.verify, self.tolerance, self.refill = verify, tolerance, refill
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.climb_rounds = climb_rounds
-        self.default_walk, self.radius, self.twin_unaligned = default_walk, radius, twin_unaligned
+        self.default_walk, self.radius, self.twin_unaligned, self.ties = default_walk, radius, twin_unaligned, ties
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -655,14 +676,16 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``climb_rounds``, ``default_walk``, ``radius`` and ``twin_unaligned``, added after races were run, are named
-        only where they differ from what those rows ran (3; off; 1; off), so that the rows keep their recipe;
+        ``climb_rounds``, ``default_walk``, ``radius``, ``twin_unaligned`` and ``ties``, added after races were run,
+        are named only where they differ from what those rows ran (3; off; 1; off; off), so that the rows keep their
+        recipe;
         ``spread``, "moves": a step's lead holds each way of an ordered knob (``spread``; session 32), where the rows
         before it held each knob once."""
         later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
                  **({"default_walk": self.default_walk} if self.default_walk else {}),
                  **({"radius": self.radius} if self.radius != 1 else {}),
-                 **({"twin_unaligned": self.twin_unaligned} if self.twin_unaligned else {})}
+                 **({"twin_unaligned": self.twin_unaligned} if self.twin_unaligned else {}),
+                 **({"ties": self.ties} if self.ties else {})}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "spread": "moves", "objective": self.objective}
 
