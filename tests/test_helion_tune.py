@@ -482,6 +482,22 @@ def test_a_step_tries_an_ordered_knob_both_ways(rows):
     assert evict and all(set(dict(m)["load_eviction_policies"]) == {""} for m in evict)
 
 
+def test_tied_on_the_h200_walk_that_stayed_at_four_warps():
+    """``tied`` on the first step of a tune that ended 0.948 of Helion quick (layer_norm 13911x12466 fp16, session
+    33): within TIE it goes on from 16 warps, the step's second config, where the three tunes that beat quick went;
+    without, from the step's fastest, a change of one load's indexing, where that tune went."""
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s33b.1.jsonl").read_text()
+                     .splitlines()[0])
+    search = row["costmodel"]["search"]
+    assert row["problem"] == {"M": 13911, "N": 12466} and row["kernel"] == "helion:layer_norm"
+    ms = [t["ms"] for t in search["timed"]]
+    start = len(ms) - sum(s["timed"] for s in search["steps"])
+    these = range(start, start + search["steps"][0]["timed"])
+    base = search["steps"][0]["from"]
+    assert htune.moves(base, search["timed"][htune.tied(ms, these, htune.TIE)]["config"]) == (("num_warps", "+"),)
+    assert htune.moves(base, search["timed"][htune.tied(ms, these, 0.0)]["config"]) == (("indexing", ("",)),)
+
+
 def _default_walk_case(rows):
     """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
     neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of
@@ -1098,14 +1114,11 @@ def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did(tmp_path):
         assert (matmul["candidates"], matmul["dropped"]) == (1557, 3)
 
 
-@pytest.mark.parametrize("rows, index", [("2026-12-04-s32a", 1),  # matmul 4155x4096x4476 bf16: climb, twin_unaligned
-                                          ("2026-12-04-s32a", 6)])  # layer_norm 11306x10912: four steps of radius 2
-def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
-    """The shipped recipe's race tunes (session 32) replayed through CostModelSearch on this CPU, each config answered
-    with the time the H200's tune recorded for it (its batch timing; the re-timing from its verification): under Helion
-    1.4.0 answering as the H200 (scripts/helion140_check.sh), the tuner on main times the configs the H200's tune
-    timed, in order, climb, refill and steps to neighbours included, makes the same steps and picks the same config. A
-    config the record lacks would answer None and change the path. Another Helion's space is another: skipped there."""
+def _race_replay(rows: str, index: int, **recipe):
+    """(the race row, its tuner's record, the config it picked): the row's tune replayed through CostModelSearch on
+    this CPU with the row's recipe (``recipe`` changing it), each config answered with the time the H200's tune
+    recorded for it (its batch timing; the re-timing from its verification), None where the record lacks it. Under
+    Helion 1.4.0 answering as the H200 (scripts/helion140_check.sh) alone: another Helion's space is another."""
     from costmodel.helion import helion_version
 
     row = json.loads((ROOT / f"scripts/results/bench_helion-retimed-h200-{rows}.jsonl").read_text()
@@ -1119,13 +1132,39 @@ def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
     replay = htune.HelionReplay(table, steady={key(v["config"]): v["ms"] for v in search["verified"]})
     bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
     tuner = htune.CostModelAutotuner(timer=replay, gpu=GPU, helion_version="1.4.0", objective="graph",
-                                     **{k: v for k, v in search["recipe"].items() if k in htune.RECIPE_KNOBS})
+                                     **{**{k: v for k, v in search["recipe"].items() if k in htune.RECIPE_KNOBS},
+                                        **recipe})
     got = htune.CostModelSearch(tuner, helion_model.load(GPU), bound, args).autotune()
-    last = tuner.last
-    assert [key(t["config"]) for t in last["timed"]] == list(table["config_json"].to_pylist())
+    return row, tuner.last, got
+
+
+@pytest.mark.parametrize("rows, index", [("2026-12-04-s32a", 1),  # matmul 4155x4096x4476 bf16: climb, twin_unaligned
+                                          ("2026-12-04-s32a", 6),  # layer_norm 11306x10912: four steps of radius 2
+                                          ("2026-12-04-s33b.1", 0)])  # layer_norm 13911x12466: steps among ties
+def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
+    """The shipped recipe's race tunes (sessions 32 and 33) replayed on this CPU (``_race_replay``): the tuner on main
+    times the configs the H200's tune timed, in order, climb, refill and steps to neighbours included, makes the same
+    steps and picks the same config. A config the record lacks would answer None and change the path."""
+    row, last, got = _race_replay(rows, index)
+    search, key = row["costmodel"]["search"], configs.config_json
+    assert [key(t["config"]) for t in last["timed"]] == [key(t["config"]) for t in search["timed"]]
     assert [[s[k] for k in ("from", "timed", "faster")] for s in last["steps"]] == \
         [[s[k] for k in ("from", "timed", "faster")] for s in search["steps"]]
     assert key(configs.normalise(dict(got))) == key(row["costmodel"]["config"]) == key(last["best"]["config"])
+
+
+def test_with_ties_the_h200_walk_steps_on_from_sixteen_warps():
+    """``ties`` 1 on the race tune that stayed at 4 warps (layer_norm 13911x12466 fp16, 0.948 of quick; session 33),
+    replayed: the first step times what the H200 timed, and the second goes from 16 warps, the first step's second
+    config and within TIE of its fastest (``tied``), where the H200's tune went on from the fastest."""
+    row, last, _ = _race_replay("2026-12-04-s33b.1", 0, ties=1)
+    search, key = row["costmodel"]["search"], configs.config_json
+    n = len(search["timed"]) - sum(s["timed"] for s in search["steps"]) + search["steps"][0]["timed"]
+    assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"][:n]]
+    base = search["steps"][0]["from"]
+    assert key(last["steps"][0]["from"]) == key(base) and last["recipe"]["ties"] == 1
+    assert htune.moves(base, last["steps"][1]["from"]) == (("num_warps", "+"),)
+    assert htune.moves(base, search["steps"][1]["from"]) == (("indexing", ("",)),)
 
 
 @pytest.mark.gpu
