@@ -476,7 +476,7 @@ def load_model(where: str):
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
-              "local, local_rounds, default_walk, radius, twin_unaligned, ties), e.g. --recipe ties=1; repeatable")
+              "local, local_rounds, default_walk, radius, twin_unaligned, ties), e.g. --recipe ties=2; repeatable")
 @click.option("--model", "model", default=None, metavar="DIR",
               help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR), not "
               "the shipped one: a model raced before it ships (rows record its data hash and training parameters)")

@@ -482,6 +482,19 @@ def test_a_step_tries_an_ordered_knob_both_ways(rows):
     assert evict and all(set(dict(m)["load_eviction_policies"]) == {""} for m in evict)
 
 
+def test_tied_on_the_h200_batch_whose_fastest_two_ran_alike():
+    """``tied`` over the first batch of a tune that walked from its 9th config and kept the default (rms_norm
+    13911x12466 fp16, 0.954 of quick, session 33): within TIE, the 7th, timed 0.016% slower and first in the model's
+    order; without, the 9th."""
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s33e.2.jsonl").read_text()
+                     .splitlines()[1])
+    search = row["costmodel"]["search"]
+    assert row["problem"] == {"M": 13911, "N": 12466} and row["kernel"] == "helion:rms_norm"
+    ms = [t["ms"] for t in search["timed"]]
+    batch = range(len(ms) - sum(s["timed"] for s in search["steps"]))
+    assert (htune.tied(ms, batch, htune.TIE), htune.tied(ms, batch, 0.0)) == (6, 8)
+
+
 def test_tied_on_the_h200_walk_that_stayed_at_four_warps():
     """``tied`` on the first step of a tune that ended 0.948 of Helion quick (layer_norm 13911x12466 fp16, session
     33): within TIE it goes on from 16 warps, the step's second config, where the three tunes that beat quick went;
@@ -1140,9 +1153,10 @@ def _race_replay(rows: str, index: int, **recipe):
 
 @pytest.mark.parametrize("rows, index", [("2026-12-04-s32a", 1),  # matmul 4155x4096x4476 bf16: climb, twin_unaligned
                                           ("2026-12-04-s32a", 6),  # layer_norm 11306x10912: four steps of radius 2
-                                          ("2026-12-04-s33b.1", 0)])  # layer_norm 13911x12466: steps among ties
+                                          ("2026-12-04-s33b.1", 0),  # layer_norm 13911x12466: steps among ties
+                                          ("2026-12-04-s33e.2", 1)])  # rms_norm 13911x12466: ties 1, a tied start
 def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
-    """The shipped recipe's race tunes (sessions 32 and 33) replayed on this CPU (``_race_replay``): the tuner on main
+    """Race tunes of sessions 32 and 33 replayed on this CPU (``_race_replay``) with their recipes: the tuner on main
     times the configs the H200's tune timed, in order, climb, refill and steps to neighbours included, makes the same
     steps and picks the same config. A config the record lacks would answer None and change the path."""
     row, last, got = _race_replay(rows, index)
@@ -1165,6 +1179,18 @@ def test_with_ties_the_h200_walk_steps_on_from_sixteen_warps():
     assert key(last["steps"][0]["from"]) == key(base) and last["recipe"]["ties"] == 1
     assert htune.moves(base, last["steps"][1]["from"]) == (("num_warps", "+"),)
     assert htune.moves(base, search["steps"][1]["from"]) == (("indexing", ("",)),)
+
+
+def test_with_ties_2_the_h200_walk_starts_from_the_first_tied_config():
+    """``ties`` 2 on the race tune that walked from its batch's 9th config, 0.016% faster than the 7th, found nothing
+    faster and kept the default (rms_norm 13911x12466 fp16, 0.954 of quick; session 33), replayed: the batch is what
+    the H200 timed, and the walk starts from the 7th, where the tunes that beat the default went on."""
+    row, last, _ = _race_replay("2026-12-04-s33e.2", 1, ties=2)
+    search, key = row["costmodel"]["search"], configs.config_json
+    n = len(search["timed"]) - sum(s["timed"] for s in search["steps"])
+    assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"][:n]]
+    assert key(search["steps"][0]["from"]) == key(search["timed"][8]["config"]) and last["recipe"]["ties"] == 2
+    assert key(last["steps"][0]["from"]) == key(search["timed"][6]["config"])
 
 
 @pytest.mark.gpu

@@ -127,12 +127,17 @@ RADIUS = 2
 # (bench_helion-retimed-h200-2026-12-04-s32a.jsonl).
 TWIN_UNALIGNED = 1
 # 1: a step that found a faster config walks on from the first, in the step's own order (the model's: ``spread``), of
-# its configs that ran within TIE of the fastest, not from the fastest alone: a single timing does not tell such
-# configs apart, the model may. On layer_norm 13911x12466 fp16 the walk's first step from 4 warps timed 16 warps, its
-# second config, within 0.06-0.3% of the step's fastest in five tunes; the three that stepped from 16 warps ended
-# 1.05-1.17x quick, the two that stepped from a load knob or a stage 0.944-0.948 (session 33: the rows
-# bench_helion-retimed-h200-2026-12-0{3-s31a.3,4-s33b.1,4-s33c,4-s33d.1,4-s33d.2}.jsonl; the first step's fastest
-# three spanned 0.1-0.3% in each). Off in the shipped recipe until raced (bench_helion --recipe ties=1).
+# its configs that ran within TIE of the fastest, not from the fastest alone: a single timing does not tell such configs
+# apart, the model may; 2: the walk also starts from the first config of the batch (the model's order) that ran within
+# TIE of its fastest (1 is what session 33 raced, so its rows keep their recipe). On layer_norm 13911x12466 fp16 the
+# walk's first step from 4 warps timed 16 warps second, 0-0.25% slower than the step's fastest, in seven tunes (the
+# step's fastest three spanned 0.06-0.57%): the five that went on from 16 warps ended 1.050-1.174 of quick, the two that
+# went on from a load's indexing or a stage 0.944 and 0.948 (sessions 31-33:
+# bench_helion-retimed-h200-2026-12-0{3-s31a.3,4-s33b.1,4-s33c,4-s33d.1,4-s33d.2,4-s33e.1}.jsonl and s33e.2); in the two
+# tunes with ties=1 (s33e) 16 warps was the fastest as well. The start: rms_norm 13911x12466 fp16's batch timed its 7th
+# and 9th configs 0.016% apart in one tune of four; it walked from the 9th, found nothing faster and kept the default,
+# 0.954 of quick (s33e.2), where the three that walked from the 7th ended 0.993-1.005. Off in the shipped recipe until
+# raced on all 15 problems (bench_helion --recipe ties=2).
 TIES = 0
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
@@ -344,7 +349,8 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
 
 def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: list[dict],
          ms: list[float | None], default: dict | None = None) -> list[dict]:
-    """Steps from the fastest config timed so far to its neighbours (``families.neighbours``) not timed yet: the
+    """Steps from the fastest config timed so far (with ``tuner.ties`` 2, the first timed within ``TIE`` of it) to its
+    neighbours (``families.neighbours``) not timed yet: the
     model ranks those likely to run (``runnable``), the best of each knob first (``spread``), and the first
     ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most
     ``tuner.local_rounds`` times. With ``tuner.default_walk``, a second such walk from ``default`` where it ran within
@@ -357,7 +363,7 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
     ran = [(t, i) for i, t in enumerate(ms) if t is not None]
     if not ran:
         return []
-    first = min(ran)[1]
+    first = tied(ms, range(len(ms)), TIE if tuner.ties >= 2 else 0.0)
     out = walk(tuner, cm, bound, args, call, batch, ms, done, first)
     d = batch.index(default) if default in batch else None
     if tuner.default_walk and walks_from_default(ms, d, first):
@@ -608,7 +614,7 @@ class CostModelAutotuner:
     ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
     step reaches along each knob (``RADIUS``); ``ties``: 1 for a walk that steps on from the first of a step's
-    configs tied with its fastest (``walk``, ``TIE``);
+    configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's;
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
