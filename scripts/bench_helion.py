@@ -292,8 +292,10 @@ def timing(r: dict) -> tuple[str, dict, dict]:
 def ratio(r: dict, who: str) -> float | None:
     """``who``'s latency over costmodel's in row ``r`` (>= 1: costmodel as fast or faster); exactly 1 where both
     chose one config (one kernel: rows before session 23 timed it once per chooser, and read noise); None where
-    either latency is missing."""
+    either latency is missing. Helion full effort's: where ``latest`` carried it from an earlier row, that row's."""
     _, ms, _ = timing(r)
+    if who == "full" and who not in ms and "full_carried" in r:
+        return r["full_carried"]["ratio"]
     if who not in ms or "costmodel" not in ms:
         return None
     configs = [r.get(w, {}).get("config") for w in (who, "costmodel")]
@@ -322,6 +324,7 @@ def _figures(rows: list[dict]) -> dict:
         per = list(ratios(who).values())
         out[f"vs_{who}"] = {"per_problem": ratios(who), "min": min(per, default=None),
                             "geomean": float(geomean(np.array(per))) if per else None}
+    out["vs_full"]["carried"] = [name(r) for r in rows if "full_carried" in r]
     def every(v: dict) -> bool:  # on every problem (one without both latencies fails it)
         return len(v["per_problem"]) == len(rows) and v["min"] >= 1
 
@@ -407,8 +410,24 @@ def read_rows(files: tuple[str, ...]) -> list[dict]:
 
 
 def latest(rows: list[dict]) -> list[dict]:
-    """Each problem's last row (a problem timed again, e.g. with Helion's full effort, counts once, as then)."""
-    return list({(r["kernel"], canonical_json(r["problem"]), r["dtype"]): r for r in rows}.values())
+    """Each problem's last row (a problem timed again, e.g. with Helion's full effort, counts once, as then). Where
+    that row has no Helion full-effort pick and an earlier row of the problem timed one beside the same costmodel
+    config, the earlier row's ratio of the two stands for it (``full_carried``: both latencies from that row's call),
+    so that a tuner changed since, which picks as before, keeps the comparison its pick had."""
+    def problem(r: dict) -> tuple:
+        return r["kernel"], canonical_json(r["problem"]), r["dtype"]
+
+    last = {problem(r): r for r in rows}
+    out = []
+    for k, r in last.items():
+        pick = canonical_json(r.get("costmodel", {}).get("config"))
+        earlier = [e for e in rows if problem(e) == k and e is not r and ratio(e, "full") is not None
+                   and canonical_json(e.get("costmodel", {}).get("config")) == pick]
+        if ratio(r, "full") is None and earlier:
+            e = earlier[-1]
+            r = {**r, "full_carried": {"ratio": ratio(e, "full"), "date": e.get("date"), "index": e.get("index")}}
+        out.append(r)
+    return out
 
 
 def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,

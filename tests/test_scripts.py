@@ -316,6 +316,29 @@ def test_helion_race_summary_counts_each_problem_once_its_last_row(bench_helion)
     assert list(m["vs_full"]["per_problem"]) == [norm]
 
 
+def test_helion_race_summary_carries_full_effort_only_to_the_same_pick(bench_helion):
+    """Helion full effort ran on rms_norm 4096x2048 (s26c) and softmax 64x2560 (s29d); the recipe shipped in session
+    33 was raced after (s32a, s33b.1) without it and picks the same configs there, so each of those rows carries the
+    earlier row's ratio of the two (from one call), and says so; a pick changed carries nothing, and a last row that
+    timed full effort itself keeps its own."""
+    R = ROOT / "scripts/results"
+    read = lambda name: [json.loads(line) for line in (R / f"bench_helion-retimed-h200-{name}.jsonl").open()]  # noqa
+    full = read("2026-12-03-s26c") + read("2026-12-03-s29d-full3")
+    now = read("2026-12-04-s32a") + read("2026-12-04-s33b.1")
+    m = bench_helion.summarise(bench_helion.latest(full + now))["model"]
+    own = {f"{r['kernel']} {bench_helion.canonical_json(r['problem'])} {r['dtype']}": bench_helion.ratio(r, "full")
+           for r in full}
+    assert m["vs_full"]["per_problem"] == pytest.approx(own) and sorted(m["vs_full"]["carried"]) == sorted(own)
+    assert m["problems"] == len(now) and m["accept"]["geomean_vs_full_ge_0.97"] == (m["vs_full"]["geomean"] >= 0.97)
+    changed = json.loads(json.dumps(now))
+    norm = next(r for r in changed if r["kernel"] == "helion:rms_norm" and r["problem"] == {"M": 4096, "N": 2048})
+    norm["costmodel"]["config"] = norm["quick"]["config"]
+    assert norm["costmodel"]["config"] != now[changed.index(norm)]["costmodel"]["config"]
+    m = bench_helion.summarise(bench_helion.latest(full + changed))["model"]
+    assert list(m["vs_full"]["per_problem"]) == m["vs_full"]["carried"] == [k for k in own if "softmax" in k]
+    assert bench_helion.summarise(bench_helion.latest(now + full))["model"]["vs_full"]["carried"] == []
+
+
 def test_helion_race_records_a_failed_tune_and_goes_on(bench_helion, tmp_path):
     """A tune whose process fails (here: no CUDA) or outlasts its time is a row's error, not the race's end."""
     problem = {"M": 64, "N": 256}
