@@ -1127,7 +1127,7 @@ def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did(tmp_path):
         assert (matmul["candidates"], matmul["dropped"]) == (1557, 3)
 
 
-def _race_replay(rows: str, index: int, **recipe):
+def _race_retune(rows: str, index: int, **recipe):
     """(the race row, its tuner's record, the config it picked): the row's tune replayed through CostModelSearch on
     this CPU with the row's recipe (``recipe`` changing it), each config answered with the time the H200's tune
     recorded for it (its batch timing; the re-timing from its verification), None where the record lacks it. Under
@@ -1156,10 +1156,10 @@ def _race_replay(rows: str, index: int, **recipe):
                                           ("2026-12-04-s33b.1", 0),  # layer_norm 13911x12466: steps among ties
                                           ("2026-12-04-s33e.2", 1)])  # rms_norm 13911x12466: ties 1, a tied start
 def test_a_race_tune_replayed_on_the_cpu_times_what_the_h200_timed(rows, index):
-    """Race tunes of sessions 32 and 33 replayed on this CPU (``_race_replay``) with their recipes: the tuner on main
+    """Race tunes of sessions 32 and 33 replayed on this CPU (``_race_retune``) with their recipes: the tuner on main
     times the configs the H200's tune timed, in order, climb, refill and steps to neighbours included, makes the same
     steps and picks the same config. A config the record lacks would answer None and change the path."""
-    row, last, got = _race_replay(rows, index)
+    row, last, got = _race_retune(rows, index)
     search, key = row["costmodel"]["search"], configs.config_json
     assert [key(t["config"]) for t in last["timed"]] == [key(t["config"]) for t in search["timed"]]
     assert [[s[k] for k in ("from", "timed", "faster")] for s in last["steps"]] == \
@@ -1171,7 +1171,7 @@ def test_with_ties_the_h200_walk_steps_on_from_sixteen_warps():
     """``ties`` 1 on the race tune that stayed at 4 warps (layer_norm 13911x12466 fp16, 0.948 of quick; session 33),
     replayed: the first step times what the H200 timed, and the second goes from 16 warps, the first step's second
     config and within TIE of its fastest (``tied``), where the H200's tune went on from the fastest."""
-    row, last, _ = _race_replay("2026-12-04-s33b.1", 0, ties=1)
+    row, last, _ = _race_retune("2026-12-04-s33b.1", 0, ties=1)
     search, key = row["costmodel"]["search"], configs.config_json
     n = len(search["timed"]) - sum(s["timed"] for s in search["steps"]) + search["steps"][0]["timed"]
     assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"][:n]]
@@ -1185,7 +1185,7 @@ def test_with_ties_2_the_h200_walk_starts_from_the_first_tied_config():
     """``ties`` 2 on the race tune that walked from its batch's 9th config, 0.016% faster than the 7th, found nothing
     faster and kept the default (rms_norm 13911x12466 fp16, 0.954 of quick; session 33), replayed: the batch is what
     the H200 timed, and the walk starts from the 7th, where the tunes that beat the default went on."""
-    row, last, _ = _race_replay("2026-12-04-s33e.2", 1, ties=2)
+    row, last, _ = _race_retune("2026-12-04-s33e.2", 1, ties=2)
     search, key = row["costmodel"]["search"], configs.config_json
     n = len(search["timed"]) - sum(s["timed"] for s in search["steps"])
     assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"][:n]]
