@@ -342,13 +342,14 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     where the row has them), the same recipe
     (``CostModelAutotuner.recipe``: top k, second batch, steps to neighbours; rows from before session 24 have
     none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
-    have made none (``tuner.helion.default_walk_alike``), and in ``climb_rounds``, where its climb stopped, the beam
-    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``); and none of the configs the row's
+    have made none (``tuner.helion.default_walk_alike``), in ``climb_rounds``, where its climb stopped, the beam
+    standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and in ``ties``, where on its
+    timings every step would have gone on from the same config (``tuner.helion.ties_alike``); and none of the configs the row's
     tune timed below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune
     none of whose timed configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable,
     alternate)."""
     from costmodel.helion import model as helion_model
-    from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike
+    from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike, ties_alike
 
     now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
 
@@ -358,7 +359,8 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
             return ran is not None
         differ = {k for k in {*ran, *now} if ran.get(k) != now.get(k)}
         checks = {"default_walk": lambda: default_walk_alike(search, default),
-                  "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS))}
+                  "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS)),
+                  "ties": lambda: ties_alike(search, now.get("ties", 0))}
         return differ <= set(checks) and all(checks[k]() for k in differ)
 
     # rows before session 29 record no training parameters: they ranked with the shipped model's

@@ -721,6 +721,29 @@ def test_rows_stay_valid_under_a_walk_from_the_default_where_their_tune_would_ma
     assert [o["valid"] for o in bench_helion.still_valid([first, second], cm)] == [False, True]
 
 
+def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_helion):
+    """--still-valid --recipe ties=2 on the shipped recipe's race of all 15 problems (s32a, s33b): six tunes had a
+    step whose fastest config was not the first within TIE (matmul 3468x4713x749, both large layer_norms, the three
+    attention problems), so they are stale; the other nine would have walked alike and stay valid. Rows raced with
+    ties 1 (s33e.2) are valid under their own recipe, and under ties 2 only where the batch's fastest was also its
+    first tied config (layer_norm, not rms_norm, whose 7th and 9th configs ran 0.016% apart)."""
+    from costmodel.helion import model as helion_model
+
+    read = lambda name: [json.loads(line) for line in  # noqa: E731
+                         (ROOT / f"scripts/results/bench_helion-retimed-h200-{name}.jsonl").open()]
+    rows = read("2026-12-04-s32a") + read("2026-12-04-s33b.1") + read("2026-12-04-s33b.2")
+    cm = helion_model.load("nvidia-h200")
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm))
+    stale = {(o["kernel"], o["problem"]["M"] if "M" in o["problem"] else o["problem"]["S"])
+             for o in bench_helion.still_valid(rows, cm, {"ties": 2}) if not o["valid"]}
+    assert stale == {("helion:matmul", 3468), ("helion:layer_norm", 11306), ("helion:layer_norm", 13911),
+                     ("helion:attention", 2049), ("helion:attention", 8192), ("helion:attention", 3681)}
+    assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 2, "local": 7}))
+    ties1 = read("2026-12-04-s33e.2")
+    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 1})] == [True, True]
+    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2})] == [True, False]
+
+
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
     """--still-valid --recipe climb_rounds=N on session 26's race rows: each climbed all 3 rounds of the shipped
     recipe, so it may have climbed on and is stale under 4 or 8 rounds, and under 2; a row whose climb had stopped

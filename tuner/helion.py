@@ -394,6 +394,27 @@ def default_walk_alike(search: dict, default: dict) -> bool:
     return not ran or not walks_from_default(ms, configs.index(d) if d in configs else None, min(ran)[1])
 
 
+def ties_alike(search: dict, ties: int) -> bool:
+    """Whether a recorded tune (``CostModelAutotuner.last``) would have timed the same configs with ``ties`` at
+    ``ties`` as at its own recipe's (off where it names none): on its record's timings, its walk starts from the same
+    config of the batch and each step that found a faster config goes on from the same one (``tied``)."""
+    ran = search.get("recipe", {}).get("ties", 0)
+    steps = search.get("steps", [])
+    ms = [t["ms"] for t in search.get("timed", [])]
+    pos = len(ms) - sum(s.get("timed", 0) for s in steps)
+
+    def alike(these: range, level: int) -> bool:
+        return tied(ms, these, TIE if ran >= level else 0.0) == tied(ms, these, TIE if ties >= level else 0.0)
+
+    if steps and any(t is not None for t in ms[:pos]) and not alike(range(pos), 2):
+        return False
+    for s in steps:
+        these, pos = range(pos, pos + s.get("timed", 0)), pos + s.get("timed", 0)
+        if s.get("faster") and not alike(these, 1):
+            return False
+    return True
+
+
 def climb_rounds_alike(search: dict, rounds: int) -> bool:
     """Whether a recorded tune (``CostModelAutotuner.last``) would have climbed the same with ``climb_rounds`` at
     ``rounds``: it climbed that many rounds, or it stopped short of its own limit (its recipe's, ``CLIMB_ROUNDS``
