@@ -10,6 +10,7 @@ Helion version it was not trained on, a GPU without a model) it warns once and h
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -1127,6 +1128,21 @@ def test_a_cpu_answering_as_the_h200_ranks_as_its_tune_did(tmp_path):
         assert (matmul["candidates"], matmul["dropped"]) == (1557, 3)
 
 
+def test_a_recorded_recipe_reads_back_as_the_tuner_that_ran_it():
+    """``recipe_knobs``: the race rows of sessions 26 and 31-33 give back tuners whose recipe is the recorded one
+    (the spread aside in rows before session 32, which the tuner no longer has); session 26's, which name no radius
+    nor the twin's unaligned configs, ran radius 1 without them, not today's defaults."""
+    rows = [json.loads(line) for f in sorted((ROOT / "scripts/results").glob("bench_helion-retimed-h200-2026-12-0*"))
+            if re.search(r"-s(26[ab]|3[123][a-e])", f.name) for line in f.open()]
+    assert len(rows) >= 40
+    for r in rows:
+        recorded = r["costmodel"]["search"]["recipe"]
+        got = htune.CostModelAutotuner(objective=recorded["objective"], **htune.recipe_knobs(recorded)).recipe()
+        assert got == {**recorded, "spread": "moves"}, r["index"]
+    old = htune.recipe_knobs(rows[0]["costmodel"]["search"]["recipe"])
+    assert (old["radius"], old["twin_unaligned"]) == (1, 0) != (htune.RADIUS, htune.TWIN_UNALIGNED)
+
+
 def _race_retune(rows: str, index: int, **recipe):
     """(the race row, its tuner's record, the config it picked): the row's tune replayed through CostModelSearch on
     this CPU with the row's recipe (``recipe`` changing it), each config answered with the time the H200's tune
@@ -1145,8 +1161,7 @@ def _race_retune(rows: str, index: int, **recipe):
     replay = htune.HelionReplay(table, steady={key(v["config"]): v["ms"] for v in search["verified"]})
     bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
     tuner = htune.CostModelAutotuner(timer=replay, gpu=GPU, helion_version="1.4.0", objective="graph",
-                                     **{**{k: v for k, v in search["recipe"].items() if k in htune.RECIPE_KNOBS},
-                                        **recipe})
+                                     **{**htune.recipe_knobs(search["recipe"]), **recipe})
     got = htune.CostModelSearch(tuner, helion_model.load(GPU), bound, args).autotune()
     return row, tuner.last, got
 

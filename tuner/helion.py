@@ -143,6 +143,15 @@ TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
                 "twin_unaligned", "ties")
+# the knobs added after races were run, at the value those races ran with: a recorded recipe names them only where
+# they differ
+RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0}
+
+
+def recipe_knobs(recipe: dict) -> dict[str, int]:
+    """The ``CostModelAutotuner`` arguments of a recorded recipe (``CostModelAutotuner.recipe``): its integer knobs,
+    those it does not name at the value the races before them ran (``RECIPE_BEFORE``), not today's defaults."""
+    return {**RECIPE_BEFORE, **{k: v for k, v in recipe.items() if k in RECIPE_KNOBS}}
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -703,16 +712,11 @@ class CostModelAutotuner:
 
     def recipe(self) -> dict:
         """What decides which configs a tune times, beside the model: rows raced with another recipe time others.
-        ``climb_rounds``, ``default_walk``, ``radius``, ``twin_unaligned`` and ``ties``, added after races were run,
-        are named only where they differ from what those rows ran (3; off; 1; off; off), so that the rows keep their
-        recipe;
+        The knobs added after races were run (``RECIPE_BEFORE``) are named only where they differ from what those rows
+        ran, so that the rows keep their recipe (``recipe_knobs`` reads one back);
         ``spread``, "moves": a step's lead holds each way of an ordered knob (``spread``; session 32), where the rows
         before it held each knob once."""
-        later = {**({"climb_rounds": self.climb_rounds} if self.climb_rounds != 3 else {}),
-                 **({"default_walk": self.default_walk} if self.default_walk else {}),
-                 **({"radius": self.radius} if self.radius != 1 else {}),
-                 **({"twin_unaligned": self.twin_unaligned} if self.twin_unaligned else {}),
-                 **({"ties": self.ties} if self.ties else {})}
+        later = {k: v for k, before in RECIPE_BEFORE.items() if (v := getattr(self, k)) != before}
         return {"k": self.k, "refill": self.refill, "climb": self.climb, "local": self.local,
                 "local_rounds": self.local_rounds, **later, "spread": "moves", "objective": self.objective}
 

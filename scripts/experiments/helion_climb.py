@@ -61,17 +61,19 @@ def compiled(row: dict, kernel: str, config: dict, limit: int) -> dict:
 
 
 def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0, spare: int = 0) -> dict:
-    from tuner.helion import CLIMB_ROUNDS, Call, CostModelAutotuner, climb
+    from tuner.helion import Call, CostModelAutotuner, climb, recipe_knobs
 
     fam = families.get(row["kernel"].removeprefix("helion:"))
     bound, args = fam.bind(row["problem"], row["dtype"])
-    call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu, climb_rounds=climb_rounds or CLIMB_ROUNDS)
+    knobs = recipe_knobs(row.get("costmodel", {}).get("search", {}).get("recipe", {}))  # as the row's tune ran
+    knobs["climb_rounds"] = climb_rounds or knobs["climb_rounds"]
+    call, tuner = Call.of(bound, args), CostModelAutotuner(gpu=cm.gpu, **knobs)
     t0 = time.perf_counter()
     ranked, default = tuner.ranked(cm, bound, args)
     t1 = time.perf_counter()
     got, record = climb(tuner, cm, bound, call, ranked)
     t2 = time.perf_counter()
-    wider = CostModelAutotuner(gpu=cm.gpu, climb_rounds=tuner.climb_rounds, climb=tuner.climb + spare)
+    wider = CostModelAutotuner(gpu=cm.gpu, **{**knobs, "climb": tuner.climb + spare})
     spares = climb(wider, cm, bound, call, ranked)[0][len(got):] if spare else []  # the same climb, handing over more
     keys = [configs.config_json(c) for c in ranked]
     quick = row["quick"]["config"]
@@ -102,7 +104,7 @@ def one(row: dict, cm, climb_rounds: int | None = None, compile_limit: int = 0, 
 @click.option("--model", default="nvidia-h200", help="Helion model directory or GPU slug")
 @click.option("--json", "as_json", is_flag=True, help="one JSON line per row on stdout")
 @click.option("--climb-rounds", type=click.IntRange(1), default=None,
-              help="climb at most this many rounds (the recipe's climb_rounds; default the shipped CLIMB_ROUNDS)")
+              help="climb at most this many rounds (the recipe's climb_rounds; default the row's recipe's)")
 @click.option("--kernel", default=None, help="only the rows of this kernel (e.g. helion:matmul)")
 @click.option("--spare", default=0, type=click.IntRange(0),
               help="also the climb's next N configs (what a tune giving the climb more slots would time)")
