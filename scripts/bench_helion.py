@@ -344,10 +344,10 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     none) or one that differs only in ``default_walk``, where the row's tune made no walk from the default and would
     have made none (``tuner.helion.default_walk_alike``), in ``climb_rounds``, where its climb stopped, the beam
     standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and in ``ties``, where on its
-    timings every step would have gone on from the same config (``tuner.helion.ties_alike``); and none of the configs the row's
-    tune timed below the runs classifier's floor. Dropping only removes candidates, in the ranker's order, so a tune
-    none of whose timed configs is dropped ranks, times and re-times the same ones (tuner.helion.runnable,
-    alternate)."""
+    timings every step would have gone on from the same config (``tuner.helion.ties_alike``); and none of the
+    configs the row's tune timed below the runs classifier's floor. Dropping only removes candidates, in the
+    ranker's order, so a tune none of whose timed configs is dropped ranks, times and re-times the same ones
+    (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
     from tuner.helion import CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike, ties_alike
 

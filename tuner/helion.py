@@ -116,8 +116,8 @@ DEFAULT_WALK_WITHIN = 1.5
 # 1's go to 8 at most (scripts/experiments/helion_steps.py --radius 2 --h200 under Helion 1.4.0,
 # helion_steps-*-s27-radius2.jsonl). Session 31 raced radius 2 with LOCAL 12 on the two norms that lost: layer_norm
 # 13911x12466 1.105 of quick, rms_norm 0.993 (bench_helion-retimed-h200-2026-12-03-s31a.3.jsonl); with a step's lead
-# holding each way of a knob (``spread``) the race of all 15 problems put every one at or above quick (session 32:
-# BENCHMARKS.md).
+# holding each way of a knob (``spread``) the race of all 15 problems put 14 at or above quick, layer_norm 13911x12466
+# at 0.948 (sessions 32-33: BENCHMARKS.md; ``TIES``).
 RADIUS = 2
 # 1: the twin's configs that its own program refuses only for unaligned rows join the candidates
 # (``families.twin_candidates(..., unaligned=True)``: Helion's tensor descriptors fall back per tensor). Raced as
@@ -152,6 +152,8 @@ def recipe_knobs(recipe: dict) -> dict[str, int]:
     """The ``CostModelAutotuner`` arguments of a recorded recipe (``CostModelAutotuner.recipe``): its integer knobs,
     those it does not name at the value the races before them ran (``RECIPE_BEFORE``), not today's defaults."""
     return {**RECIPE_BEFORE, **{k: v for k, v in recipe.items() if k in RECIPE_KNOBS}}
+
+
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
@@ -359,12 +361,11 @@ def pick(finals: list[dict], steady: list[float | None], default: dict,
 def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: list[dict],
          ms: list[float | None], default: dict | None = None) -> list[dict]:
     """Steps from the fastest config timed so far (with ``tuner.ties`` 2, the first timed within ``TIE`` of it) to its
-    neighbours (``families.neighbours``) not timed yet: the
-    model ranks those likely to run (``runnable``), the best of each knob first (``spread``), and the first
-    ``tuner.local`` are timed beside the batch; again from the new fastest while a step finds a faster config, at most
-    ``tuner.local_rounds`` times. With ``tuner.default_walk``, a second such walk from ``default`` where it ran within
-    ``DEFAULT_WALK_WITHIN`` of the fastest, each of its steps from the fastest it has reached (its records say
-    ``"walk": "default"``).
+    neighbours (``families.neighbours``) not timed yet: the model ranks those likely to run (``runnable``), the best
+    of each move first (``spread``), and the first ``tuner.local`` are timed beside the batch; again from the new
+    fastest while a step finds a faster config, at most ``tuner.local_rounds`` times (``walk``). With
+    ``tuner.default_walk``, a second such walk from ``default`` where it ran within ``DEFAULT_WALK_WITHIN`` of the
+    fastest, each of its steps from the fastest it has reached (its records say ``"walk": "default"``).
     ``batch`` and ``ms`` grow in place; what each step did, in order."""
     if tuner.local <= 0 or tuner.local_rounds <= 0:
         return []
