@@ -498,7 +498,7 @@ def test_tied_on_the_h200_batch_whose_fastest_two_ran_alike():
 
 def test_tied_on_the_h200_walk_that_stayed_at_four_warps():
     """``tied`` on the first step of a tune that ended 0.948 of Helion quick (layer_norm 13911x12466 fp16, session
-    33): within TIE it goes on from 16 warps, the step's second config, where the three tunes that beat quick went;
+    33): within TIE it goes on from 16 warps, the step's second config, where the five tunes that beat quick went;
     without, from the step's fastest, a change of one load's indexing, where that tune went."""
     row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s33b.1.jsonl").read_text()
                      .splitlines()[0])

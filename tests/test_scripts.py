@@ -316,15 +316,19 @@ def test_helion_race_summary_counts_each_problem_once_its_last_row(bench_helion)
     assert list(m["vs_full"]["per_problem"]) == [norm]
 
 
+def _raced(bench_helion, *names: str) -> list[dict]:
+    """The H200 race rows of these ``scripts/results/bench_helion-retimed-h200-<name>.jsonl`` files, in order."""
+    return bench_helion.read_rows(tuple(str(ROOT / f"scripts/results/bench_helion-retimed-h200-{n}.jsonl")
+                                        for n in names))
+
+
 def test_helion_race_summary_carries_full_effort_only_to_the_same_pick(bench_helion):
     """Helion full effort ran on rms_norm 4096x2048 (s26c) and softmax 64x2560 (s29d); the recipe shipped in session
     33 was raced after (s32a, s33b.1) without it and picks the same configs there, so each of those rows carries the
     earlier row's ratio of the two (from one call), and says so; a pick changed carries nothing, and a last row that
     timed full effort itself keeps its own."""
-    R = ROOT / "scripts/results"
-    read = lambda name: [json.loads(line) for line in (R / f"bench_helion-retimed-h200-{name}.jsonl").open()]  # noqa
-    full = read("2026-12-03-s26c") + read("2026-12-03-s29d-full3")
-    now = read("2026-12-04-s32a") + read("2026-12-04-s33b.1")
+    full = _raced(bench_helion, "2026-12-03-s26c", "2026-12-03-s29d-full3")
+    now = _raced(bench_helion, "2026-12-04-s32a", "2026-12-04-s33b.1")
     m = bench_helion.summarise(bench_helion.latest(full + now))["model"]
     own = {f"{r['kernel']} {bench_helion.canonical_json(r['problem'])} {r['dtype']}": bench_helion.ratio(r, "full")
            for r in full}
@@ -729,9 +733,7 @@ def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_
     first tied config (layer_norm, not rms_norm, whose 7th and 9th configs ran 0.016% apart)."""
     from costmodel.helion import model as helion_model
 
-    read = lambda name: [json.loads(line) for line in  # noqa: E731
-                         (ROOT / f"scripts/results/bench_helion-retimed-h200-{name}.jsonl").open()]
-    rows = read("2026-12-04-s32a") + read("2026-12-04-s33b.1") + read("2026-12-04-s33b.2")
+    rows = _raced(bench_helion, "2026-12-04-s32a", "2026-12-04-s33b.1", "2026-12-04-s33b.2")
     cm = helion_model.load("nvidia-h200")
     assert all(o["valid"] for o in bench_helion.still_valid(rows, cm))
     stale = {(o["kernel"], o["problem"]["M"] if "M" in o["problem"] else o["problem"]["S"])
@@ -739,7 +741,7 @@ def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_
     assert stale == {("helion:matmul", 3468), ("helion:layer_norm", 11306), ("helion:layer_norm", 13911),
                      ("helion:attention", 2049), ("helion:attention", 8192), ("helion:attention", 3681)}
     assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 2, "local": 7}))
-    ties1 = read("2026-12-04-s33e.2")
+    ties1 = _raced(bench_helion, "2026-12-04-s33e.2")
     assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 1})] == [True, True]
     assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2})] == [True, False]
 

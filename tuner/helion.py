@@ -41,6 +41,7 @@ This module imports helion when called, never at import; costmodel/ never import
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import sys
 import time
 import warnings
@@ -130,14 +131,14 @@ TWIN_UNALIGNED = 1
 # its configs that ran within TIE of the fastest, not from the fastest alone: a single timing does not tell such configs
 # apart, the model may; 2: the walk also starts from the first config of the batch (the model's order) that ran within
 # TIE of its fastest (1 is what session 33 raced, so its rows keep their recipe). On layer_norm 13911x12466 fp16 the
-# walk's first step from 4 warps timed 16 warps second, 0-0.25% slower than the step's fastest, in seven tunes (the
-# step's fastest three spanned 0.06-0.57%): the five that went on from 16 warps ended 1.050-1.174 of quick, the two that
-# went on from a load's indexing or a stage 0.944 and 0.948 (sessions 31-33:
-# bench_helion-retimed-h200-2026-12-0{3-s31a.3,4-s33b.1,4-s33c,4-s33d.1,4-s33d.2,4-s33e.1}.jsonl and s33e.2); in the two
-# tunes with ties=1 (s33e) 16 warps was the fastest as well. The start: rms_norm 13911x12466 fp16's batch timed its 7th
-# and 9th configs 0.016% apart in one tune of four; it walked from the 9th, found nothing faster and kept the default,
-# 0.954 of quick (s33e.2), where the three that walked from the 7th ended 0.993-1.005. Off in the shipped recipe until
-# raced on all 15 problems (bench_helion --recipe ties=2).
+# walk's first step from 4 warps timed 16 warps second, 0-0.31% slower than the step's fastest, in eight tunes (the
+# step's fastest three spanned 0.06-0.57%): the five that went on from 16 warps ended 1.050-1.174 of quick, the three
+# that went on from another config 0.943-0.948; in the two tunes with ties=1 (s33e) 16 warps was the fastest as well.
+# The start: rms_norm 13911x12466 fp16's batch timed its 7th and 9th configs 0.016% apart in one tune of five; it walked
+# from the 9th, found nothing faster and kept the default, 0.954 of quick (s33e.2), where the four that walked from the
+# 7th ended 0.992-1.005 (sessions 31-33; scripts/experiments/helion_ties.py over the race rows, output
+# scripts/results/helion_ties-cpu-2026-12-04-s33.jsonl). Off in the shipped recipe until raced on all 15 problems
+# (bench_helion --recipe ties=2).
 TIES = 0
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
@@ -389,6 +390,15 @@ def walks_from_default(ms: list[float | None], d: int | None, first: int) -> boo
         t for t in ms if t is not None)
 
 
+def recorded_walk(search: dict) -> tuple[range, list[tuple[dict, range]]]:
+    """A recorded tune's (``CostModelAutotuner.last``) timed configs, by index: its first batch's (the refill's
+    among them), and each step's record with the step's."""
+    steps = search.get("steps", [])
+    batch = range(len(search.get("timed", [])) - sum(s.get("timed", 0) for s in steps))
+    ends = list(itertools.accumulate((s.get("timed", 0) for s in steps), initial=batch.stop))
+    return batch, [(s, range(a, b)) for s, a, b in zip(steps, ends, ends[1:])]
+
+
 def default_walk_alike(search: dict, default: dict) -> bool:
     """Whether a recorded tune (``CostModelAutotuner.last``; ``default`` the problem's default config) timed the
     same configs with ``default_walk`` on as off: it made no walk from the default and, had it been on, would not
@@ -398,8 +408,7 @@ def default_walk_alike(search: dict, default: dict) -> bool:
         return False
     configs = [hconfigs.config_json(t["config"]) for t in search["timed"]]
     ms = [t["ms"] for t in search["timed"]]
-    batch = ms[: len(ms) - sum(s.get("timed", 0) for s in steps)]
-    ran = [(t, i) for i, t in enumerate(batch) if t is not None]
+    ran = [(ms[i], i) for i in recorded_walk(search)[0] if ms[i] is not None]
     d = hconfigs.config_json(default)
     return not ran or not walks_from_default(ms, configs.index(d) if d in configs else None, min(ran)[1])
 
@@ -409,20 +418,15 @@ def ties_alike(search: dict, ties: int) -> bool:
     ``ties`` as at its own recipe's (off where it names none): on its record's timings, its walk starts from the same
     config of the batch and each step that found a faster config goes on from the same one (``tied``)."""
     ran = search.get("recipe", {}).get("ties", 0)
-    steps = search.get("steps", [])
     ms = [t["ms"] for t in search.get("timed", [])]
-    pos = len(ms) - sum(s.get("timed", 0) for s in steps)
+    batch, steps = recorded_walk(search)
 
     def alike(these: range, level: int) -> bool:
         return tied(ms, these, TIE if ran >= level else 0.0) == tied(ms, these, TIE if ties >= level else 0.0)
 
-    if steps and any(t is not None for t in ms[:pos]) and not alike(range(pos), 2):
+    if steps and any(ms[i] is not None for i in batch) and not alike(batch, 2):
         return False
-    for s in steps:
-        these, pos = range(pos, pos + s.get("timed", 0)), pos + s.get("timed", 0)
-        if s.get("faster") and not alike(these, 1):
-            return False
-    return True
+    return all(alike(these, 1) for s, these in steps if s.get("faster"))
 
 
 def climb_rounds_alike(search: dict, rounds: int) -> bool:
