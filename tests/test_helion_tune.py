@@ -419,7 +419,7 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
         assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
         assert not set(asked[2]) & set(asked[0] + asked[1])
     assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "climb": htune.CLIMB, "local": 100,
-                                    "local_rounds": 2, "radius": 2, "twin_unaligned": 1, "spread": "moves",
+                                    "local_rounds": 2, "radius": 2, "twin_unaligned": 1, "ties": 2, "spread": "moves",
                                     "objective": "eager"}
 
 

@@ -137,9 +137,12 @@ TWIN_UNALIGNED = 1
 # The start: rms_norm 13911x12466 fp16's batch timed its 7th and 9th configs 0.016% apart in one tune of five; it walked
 # from the 9th, found nothing faster and kept the default, 0.954 of quick (s33e.2), where the four that walked from the
 # 7th ended 0.992-1.005 (sessions 31-33; scripts/experiments/helion_ties.py over the race rows, output
-# scripts/results/helion_ties-cpu-2026-12-04-s33.jsonl). Off in the shipped recipe until raced on all 15 problems
-# (bench_helion --recipe ties=2).
-TIES = 0
+# scripts/results/helion_ties-cpu-2026-12-04-s33.jsonl). Raced as bench_helion --recipe ties=2 on the six problems
+# whose shipped-recipe race rows it would walk otherwise (session 34; the other nine rows stand for it,
+# --still-valid): all six at or above quick, layer_norm 13911x12466 1.046, and the race of all 15 at or above quick
+# (bench_helion-retimed-h200-2026-12-04-s34a.{1,2}.jsonl; the tie rule moved the walk on the 3468x4713x749 matmul,
+# 1.542, and two attention problems, 1.011 and 2.107).
+TIES = 2
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
@@ -648,7 +651,7 @@ class CostModelAutotuner:
     many configs of the model's climb over the neighbourhood are timed beside the top k (``climb``; 0: none),
     ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
-    step reaches along each knob (``RADIUS``); ``ties``: 1 for a walk that steps on from the first of a step's
+    step reaches along each knob (``RADIUS``); ``ties``: 0 off, 1 for a walk that steps on from the first of a step's
     configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's;
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
