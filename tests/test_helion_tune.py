@@ -1208,6 +1208,23 @@ def test_with_ties_2_the_h200_walk_starts_from_the_first_tied_config():
     assert key(last["steps"][0]["from"]) == key(search["timed"][6]["config"])
 
 
+def test_with_ties_3_the_h200_walk_goes_on_from_a_level_step():
+    """``ties`` 3 on the race tune that stopped after two steps at a loop of 4,096 (rms_norm 13911x12466 fp16, 0.953 of
+    quick; session 34), replayed: its two steps time what the H200's did, and where the second found nothing faster
+    the walk goes on once from that step's first config within TIE of the walk's fastest (``level_with``), which the
+    H200's tune did not time, so its third step is new; once at most."""
+    row, last, _ = _race_retune("2026-12-04-s34c.2", 1, ties=3)
+    search, key = row["costmodel"]["search"], configs.config_json
+    n = len(search["timed"])
+    assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"]]
+    assert len(search["steps"]) == 2 and search["steps"][1]["faster"] == 0 and last["recipe"]["ties"] == 3
+    ms = [t["ms"] for t in search["timed"]]
+    t_from = min(ms[j] for j in range(n - 24, n - 12) if ms[j] is not None)
+    level = next(j for j in range(n - 12, n) if ms[j] is not None and ms[j] <= t_from * (1 + htune.TIE))
+    assert last["steps"][1]["level"] and key(last["steps"][2]["from"]) == key(search["timed"][level]["config"])
+    assert sum(bool(s.get("level")) for s in last["steps"]) == 1
+
+
 @pytest.mark.gpu
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs classifier

@@ -141,7 +141,12 @@ TWIN_UNALIGNED = 1
 # whose shipped-recipe race rows it would walk otherwise (session 34; the other nine rows stand for it,
 # --still-valid): all six at or above quick, layer_norm 13911x12466 1.046, and the race of all 15 at or above quick
 # (bench_helion-retimed-h200-2026-12-04-s34a.{1,2}.jsonl; the tie rule moved the walk on the 3468x4713x749 matmul,
-# 1.542, and two attention problems, 1.011 and 2.107).
+# 1.542, and two attention problems, 1.011 and 2.107). 3: besides, a walk whose step found nothing faster goes on
+# once from that step's first config within TIE of the walk's fastest (``level_with``): of five cold tunes of
+# rms_norm 13911x12466 fp16 with ties 2 (session 34: 1.005, 0.998, 0.984, 0.953, 1.000 of quick), the one at 0.953
+# walked from the default's config to a loop of 4,096 and stopped there, its second step timing a loop of 2,048 0.22%
+# slower, where the other four went on to loops of 1,024 (quick's) or 2,048 (s34c.2; s34b, s34c). Not shipped until
+# raced on the problems whose walks it changes (bench_helion --still-valid --recipe ties=3).
 TIES = 2
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
@@ -429,7 +434,24 @@ def ties_alike(search: dict, ties: int) -> bool:
 
     if steps and any(ms[i] is not None for i in batch) and not alike(batch, 2):
         return False
-    return all(alike(these, 1) for s, these in steps if s.get("faster"))
+    if not all(alike(these, 1) for s, these in steps if s.get("faster")):
+        return False
+    return (ran >= 3) == (ties >= 3) or not levels(search, ms, batch, steps)
+
+
+def levels(search: dict, ms: list[float | None], batch: range, steps: list[tuple[dict, range]]) -> bool:
+    """Whether a recorded tune's walk went on from a level step (``ties`` 3: ``level_with``), or, where it stopped
+    at a step that found nothing faster before its rounds ran out, would have."""
+    main = [(s, these) for s, these in steps if "walk" not in s]
+    if any(s.get("level") for s, _ in main):
+        return True
+    if not main or main[-1][0].get("faster") or "error" in main[-1][0]:
+        return False
+    if len(main) >= search.get("recipe", {}).get("local_rounds", LOCAL_ROUNDS):
+        return False
+    start = tied(ms, batch, TIE if search.get("recipe", {}).get("ties", 0) >= 2 else 0.0)
+    t_from = min([ms[start]] + [ms[j] for _, these in main[:-1] for j in these if ms[j] is not None])
+    return level_with(ms, main[-1][1], t_from) is not None
 
 
 def climb_rounds_alike(search: dict, rounds: int) -> bool:
@@ -447,10 +469,12 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
          ms: list[float | None], done: set[str], start: int) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
     timed (with ``tuner.ties``, from the first of the last step's configs within ``TIE`` of it: ``tied``), while a
-    step finds a config faster than every one the walk timed before. A walk that starts from the batch's fastest so
-    steps from the fastest config timed so far, or one tied with it."""
+    step finds a config faster than every one the walk timed before (with ``tuner.ties`` 3, once besides from a step
+    that found none, from its first config within ``TIE`` of the walk's fastest: ``level_with``; its record says
+    ``"level": True``). A walk that starts from the batch's fastest so steps from the fastest config timed so far, or
+    one tied with it."""
     out: list[dict] = []
-    mine, i = [start], start
+    mine, i, level = [start], start, False
     for _ in range(tuner.local_rounds):
         t_from = min(ms[j] for j in mine if ms[j] is not None)
         try:
@@ -473,9 +497,19 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
         out.append({"from": batch[i], "from_ms": ms[i], "neighbours": n_near, "timed": len(near),
                     "ran": sum(t is not None for t in got), "faster": len(faster)})
         if not faster:
-            break
+            i = level_with(ms, these, t_from) if tuner.ties >= 3 and not level else None
+            if i is None:
+                break
+            out[-1]["level"], level = True, True
+            continue
         i = tied(ms, these, TIE if tuner.ties else 0.0)
     return out
+
+
+def level_with(ms: list[float | None], these: range, t_from: float) -> int | None:
+    """The first of ``these`` (a step that found nothing faster than ``t_from``, in its order) that ran within
+    ``TIE`` of it, where the walk goes on once with ``ties`` 3; None where none did."""
+    return next((j for j in these if ms[j] is not None and ms[j] <= t_from * (1 + TIE)), None)
 
 
 def tied(ms: list[float | None], these: range, tie: float) -> int:
@@ -652,7 +686,8 @@ class CostModelAutotuner:
     ``climb_rounds``: at most how many rounds it climbs (``CLIMB_ROUNDS``);
     ``default_walk``: 1 for a second walk of steps from Helion's default config (``step``); ``radius``: how far a
     step reaches along each knob (``RADIUS``); ``ties``: 0 off, 1 for a walk that steps on from the first of a step's
-    configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's;
+    configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's,
+    3 for one that also goes on once from a step that found nothing faster but a config tied with the walk's fastest;
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
