@@ -145,8 +145,10 @@ TWIN_UNALIGNED = 1
 # once from that step's first config within TIE of the walk's fastest (``level_with``): of five cold tunes of
 # rms_norm 13911x12466 fp16 with ties 2 (session 34: 1.005, 0.998, 0.984, 0.953, 1.000 of quick), the one at 0.953
 # walked from the default's config to a loop of 4,096 and stopped there, its second step timing a loop of 2,048 0.22%
-# slower, where the other four went on to loops of 1,024 (quick's) or 2,048 (s34c.2; s34b, s34c). Not shipped until
-# raced on the problems whose walks it changes (bench_helion --still-valid --recipe ties=3).
+# slower, where the other four went on to loops of 1,024 (quick's) or 2,048 (s34c.2; s34b, s34c). Raced on the seven
+# problems whose ties-2 race rows it walks otherwise (session 34, s34d): six at or above quick as before (1.009-2.094),
+# rms_norm 13911x12466 0.995, its pick quick's but for one load's eviction policy, which ran 0.998-1.005 of quick in
+# three of the ties-2 tunes: no gain shown, so not shipped.
 TIES = 2
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
