@@ -512,6 +512,32 @@ def test_tied_on_the_h200_walk_that_stayed_at_four_warps():
     assert htune.moves(base, search["timed"][htune.tied(ms, these, 0.0)]["config"]) == (("indexing", ("",)),)
 
 
+def test_with_verify_ties_the_h200_verification_re_times_the_loops_it_left_out():
+    """``finalists`` on a tune that ended 0.984 of Helion quick (rms_norm 13911x12466 fp16, session 34): the H200's
+    verification re-timed the batch's fastest three, all reduction loops of 2,048, and the default; with
+    ``verify_ties`` it also re-times every config timed within TIE of the fastest, loops of 1,024 among them (which
+    graph replay read faster in the other tunes of the problem), at most ``VERIFY_TIED`` besides the default."""
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s34c.1.jsonl").read_text()
+                     .splitlines()[1])
+    search, key = row["costmodel"]["search"], configs.config_json
+    assert row["problem"] == {"M": 13911, "N": 12466} and row["kernel"] == "helion:rms_norm"
+    batch, ms = [t["config"] for t in search["timed"]], [t["ms"] for t in search["timed"]]
+    default = search["verified"][-1]["config"]
+    assert default["reduction_loops"] == [None] and default in batch
+    recorded = [key(v["config"]) for v in search["verified"]]
+    assert [key(c) for c in htune.finalists(batch, ms, default)] == recorded
+    tied = htune.finalists(batch, ms, default, htune.VERIFY, htune.VERIFY_TIED)
+    fastest = min(t for t in ms if t is not None)
+    within = [c for c, t in zip(batch, ms) if t is not None and t <= fastest * (1 + htune.TIE)]
+    assert len(within) > htune.VERIFY and tied[:-1] == sorted(within, key=lambda c: ms[batch.index(c)])[:8]
+    assert tied[-1] == default and [key(c) for c in tied[:htune.VERIFY]] == recorded[:htune.VERIFY]
+    assert {c["reduction_loops"][0] for c in tied[:-1]} == {1024, 2048}
+    assert {c["reduction_loops"][0] for c in tied[:htune.VERIFY]} == {2048}
+    assert htune.n_finalists([1.0, 1.001, None, 1.1], 3, 8) == 3 and htune.n_finalists([1.0] * 12, 3, 8) == 8
+    assert htune.CostModelAutotuner(verify_ties=1).recipe()["verify_ties"] == 1
+    assert "verify_ties" not in htune.CostModelAutotuner().recipe()
+
+
 def _default_walk_case(rows):
     """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
     neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of

@@ -764,6 +764,10 @@ def test_rows_stay_valid_under_ties_3_only_where_no_walk_stopped_on_a_level_step
     assert stale == {0, 4, 8, 9, 11, 12, 13}
     rms = [r for r in _raced(bench_helion, "2026-12-04-s34c.1", "2026-12-04-s34c.2") if r["index"] == 11]
     assert [o["valid"] for o in bench_helion.still_valid(rms, cm, {"ties": 3})] == [True, False]
+    # verify_ties: stale where more than VERIFY configs ran within TIE of the fastest (the softmaxes, two of the
+    # matmuls, the small norms and layer_norm 11306x10912 would re-time as they did)
+    stale = {r["index"] for r, o in zip(rows, bench_helion.still_valid(rows, cm, {"verify_ties": 1})) if not o["valid"]}
+    assert stale == {0, 8, 9, 11, 12, 13, 14}
 
 
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):

@@ -153,10 +153,10 @@ TIES = 2
 TIE = 0.005
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
-                "twin_unaligned", "ties")
+                "twin_unaligned", "ties", "verify_ties")
 # the knobs added after races were run, at the value those races ran with: a recorded recipe names them only where
 # they differ
-RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0}
+RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0, "verify_ties": 0}
 
 
 def recipe_knobs(recipe: dict) -> dict[str, int]:
@@ -168,6 +168,16 @@ def recipe_knobs(recipe: dict) -> dict[str, int]:
 N_CANDIDATES = 1000  # ranked: the population the collector's "exhaustive" groups sample (collect.plan.HELION_SWEEP)
 N_SEEDS = 8  # the model's top configs handed to Helion's search when the model does not fit
 VERIFY = 3  # the batch's fastest re-timed beside the default
+# 1: the verification also re-times every other config the tune timed within TIE of its fastest, up to VERIFY_TIED in
+# all (``finalists``): one batch timing does not tell them apart, the steadier re-timing may. On rms_norm 13911x12466
+# fp16 the batch timings of the fastest configs span 198.0-198.9 us (Helion's benchmark), where graph replay in the
+# verification reads a reduction loop of 1,024 at 192.9-194.4 us, 2,048 at 195.3-196.7 and 4,096 at 199.1-199.4; in
+# the tune at 0.984 of quick the batch's fastest three were all loops of 2,048, and two loops of 1,024 timed within
+# 0.3% of them were not re-timed (session 34, bench_helion-retimed-h200-2026-12-04-s34{b,c,d}*.jsonl). Over the race
+# rows of sessions 26-34, 1-15 configs a tune ran within TIE of its fastest. Off until raced (bench_helion --recipe
+# verify_ties=1).
+VERIFY_TIES = 0
+VERIFY_TIED = 8
 VERIFY_ROUNDS = 3  # rounds of the re-timing, in alternating order: their median outlasts one slow round
 # each steady do_bench's window; Helion's rebenchmark warms up as long, so the verification costs about
 # 3 rounds x 4 finalists x ~85 ms, some 1 s (an estimate: tests/test_helion_tune.py's GPU test measures it)
@@ -345,13 +355,23 @@ class HelionReplay:
         return [self.steady.get(hconfigs.config_json(c)) for c in configs]
 
 
-def finalists(batch: list[dict], ms: list[float | None], default: dict, n: int = VERIFY) -> list[dict]:
-    """What the verification re-times: the batch's ``n`` fastest that ran, then the default if it ran."""
+def finalists(batch: list[dict], ms: list[float | None], default: dict, n: int = VERIFY,
+              tied_up_to: int = 0) -> list[dict]:
+    """What the verification re-times: the batch's ``n`` fastest that ran, and the next that ran within ``TIE`` of
+    the fastest while there are fewer than ``tied_up_to`` (``verify_ties``), then the default if it ran."""
     ran = sorted((t, i) for i, t in enumerate(ms) if t is not None)
-    out = [batch[i] for _, i in ran[:n]]
+    out = [batch[i] for _, i in ran[:n_finalists(ms, n, tied_up_to)]]
     if default in batch and ms[batch.index(default)] is not None and default not in out:
         out.append(default)
     return out
+
+
+def n_finalists(ms: list[float | None], n: int, tied_up_to: int) -> int:
+    """How many of the fastest configs ``finalists`` re-times: ``n``, or as many as ran within ``TIE`` of the
+    fastest, ``tied_up_to`` at most, where more."""
+    ran = [t for t in ms if t is not None]
+    within = sum(t <= min(ran) * (1 + TIE) for t in ran) if ran else 0
+    return max(n, min(within, tied_up_to))
 
 
 def pick(finals: list[dict], steady: list[float | None], default: dict,
@@ -421,6 +441,14 @@ def default_walk_alike(search: dict, default: dict) -> bool:
     ran = [(ms[i], i) for i in recorded_walk(search)[0] if ms[i] is not None]
     d = hconfigs.config_json(default)
     return not ran or not walks_from_default(ms, configs.index(d) if d in configs else None, min(ran)[1])
+
+
+def verify_ties_alike(search: dict, verify_ties: int) -> bool:
+    """Whether a recorded tune (``CostModelAutotuner.last``) would have re-timed the same finalists with
+    ``verify_ties`` at ``verify_ties`` as at its own recipe's (``n_finalists`` on its record's timings)."""
+    ms = [t["ms"] for t in search.get("timed", [])]
+    ran = search.get("recipe", {}).get("verify_ties", 0)
+    return n_finalists(ms, VERIFY, VERIFY_TIED * bool(ran)) == n_finalists(ms, VERIFY, VERIFY_TIED * bool(verify_ties))
 
 
 def ties_alike(search: dict, ties: int) -> bool:
@@ -690,6 +718,7 @@ class CostModelAutotuner:
     step reaches along each knob (``RADIUS``); ``ties``: 0 off, 1 for a walk that steps on from the first of a step's
     configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's,
     3 for one that also goes on once from a step that found nothing faster but a config tied with the walk's fastest;
+    ``verify_ties``: 1 for a verification that also re-times the configs tied with the fastest (``VERIFY_TIED``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -699,7 +728,7 @@ class CostModelAutotuner:
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
                  default_walk: int = DEFAULT_WALK, radius: int = RADIUS, twin_unaligned: int = TWIN_UNALIGNED,
-                 ties: int = TIES, objective: str = "eager"):
+                 ties: int = TIES, verify_ties: int = VERIFY_TIES, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -709,6 +738,7 @@ class CostModelAutotuner:
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.climb_rounds = climb_rounds
         self.default_walk, self.radius, self.twin_unaligned, self.ties = default_walk, radius, twin_unaligned, ties
+        self.verify_ties = verify_ties
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
@@ -869,7 +899,7 @@ class CostModelSearch:
             batch, ms = batch + more, ms + timer.measure(self.kernel, self.args, more, more=True)
         steps = step(tuner, self.cm, self.kernel, self.args, batch, ms, default)
         t_measured = time.perf_counter()
-        finals = finalists(batch, ms, default, tuner.verify)
+        finals = finalists(batch, ms, default, tuner.verify, VERIFY_TIED if tuner.verify_ties else 0)
         steady = timer.retime(self.kernel, self.args, finals)
         best, best_ms = pick(finals, steady, default, tuner.tolerance)
         batch_ms = dict(zip(map(hconfigs.config_json, batch), ms))
