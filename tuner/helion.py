@@ -526,13 +526,12 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
         faster = [t for t in got if t is not None and t < t_from]
         out.append({"from": batch[i], "from_ms": ms[i], "neighbours": n_near, "timed": len(near),
                     "ran": sum(t is not None for t in got), "faster": len(faster)})
-        if not faster:
-            i = level_with(ms, these, t_from) if tuner.ties >= 3 and not level else None
-            if i is None:
-                break
-            out[-1]["level"], level = True, True
-            continue
-        i = tied(ms, these, TIE if tuner.ties else 0.0)
+        if faster:
+            i = tied(ms, these, TIE if tuner.ties else 0.0)
+        elif tuner.ties >= 3 and not level and (j := level_with(ms, these, t_from)) is not None:
+            i, level, out[-1]["level"] = j, True, True
+        else:
+            break
     return out
 
 
