@@ -640,7 +640,7 @@ def test_helion_race_tunes_with_another_model_for_costmodel_alone(bench_helion, 
     r = CliRunner().invoke(bench_helion.main, [*args, "--model", str(tmp_path)])
     assert r.exit_code == 2 and "--model" in r.output and "Traceback" not in r.output and len(asked) == 2
     monkeypatch.undo()
-    shipped = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s32a.jsonl"  # the shipped recipe's race
+    shipped = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s34a.1.jsonl"  # the shipped recipe's race
     raced = [json.loads(line) for line in shipped.read_text().splitlines()]
     assert all(o["valid"] for o in bench_helion.still_valid(raced, cm))
     assert not any(o["valid"] or o["same_ranker"] for o in bench_helion.still_valid(raced, helion_model.load(other)))
