@@ -1243,10 +1243,11 @@ def test_with_ties_3_the_h200_walk_goes_on_from_a_level_step():
     search, key = row["costmodel"]["search"], configs.config_json
     n = len(search["timed"])
     assert [key(t["config"]) for t in last["timed"][:n]] == [key(t["config"]) for t in search["timed"]]
-    assert len(search["steps"]) == 2 and search["steps"][1]["faster"] == 0 and last["recipe"]["ties"] == 3
+    (first, one), (second, two) = htune.recorded_walk(search)[1]
+    assert first["faster"] and second["faster"] == 0 and last["recipe"]["ties"] == 3
     ms = [t["ms"] for t in search["timed"]]
-    t_from = min(ms[j] for j in range(n - 24, n - 12) if ms[j] is not None)
-    level = next(j for j in range(n - 12, n) if ms[j] is not None and ms[j] <= t_from * (1 + htune.TIE))
+    t_from = min(ms[j] for j in one if ms[j] is not None)  # the first step found a config faster than its start
+    level = next(j for j in two if ms[j] is not None and ms[j] <= t_from * (1 + htune.TIE))
     assert last["steps"][1]["level"] and key(last["steps"][2]["from"]) == key(search["timed"][level]["config"])
     assert sum(bool(s.get("level")) for s in last["steps"]) == 1
 

@@ -746,28 +746,39 @@ def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_
     assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2})] == [True, False]
 
 
-def test_rows_stay_valid_under_ties_3_only_where_no_walk_stopped_on_a_level_step(bench_helion):
-    """--still-valid --recipe ties=3 on the shipped recipe's race (ties 2: session 34's rows for the six problems it
-    walked otherwise, the nine others from s32a and s33b): a row is stale where its walk stopped, before its rounds
-    ran out, at a step that timed a config within TIE of the walk's fastest (``tuner.helion.levels``), which ties 3
-    walks on from; session 34's rms_norm 13911x12466 tunes: the one at 0.953 of quick stopped so, one at 0.984 ran its
-    four steps."""
-    from costmodel.helion import model as helion_model
-
-    cm = helion_model.load("nvidia-h200")
+def _shipped_race(bench_helion) -> list[dict]:
+    """The shipped recipe's race of all 15 problems (ties 2): session 34's rows for the six problems it walked
+    otherwise, the nine others from s32a and s33b."""
     rows = [r for r in _raced(bench_helion, "2026-12-04-s32a", "2026-12-04-s33b.1", "2026-12-04-s33b.2")
             if r["index"] not in (0, 6, 8, 12, 13, 14)]
-    rows += _raced(bench_helion, "2026-12-04-s34a.1", "2026-12-04-s34a.2")
+    return rows + _raced(bench_helion, "2026-12-04-s34a.1", "2026-12-04-s34a.2")
+
+
+def test_rows_stay_valid_under_ties_3_only_where_no_walk_stopped_on_a_level_step(bench_helion):
+    """--still-valid --recipe ties=3 on the shipped recipe's race (``_shipped_race``): a row is stale where its walk
+    stopped, before its rounds ran out, at a step that timed a config within TIE of the walk's fastest
+    (``tuner.helion.levels``), which ties 3 walks on from; session 34's rms_norm 13911x12466 tunes: the one at 0.953 of
+    quick stopped so, one at 0.984 ran its four steps."""
+    from costmodel.helion import model as helion_model
+
+    cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
     assert sorted(r["index"] for r in rows) == list(range(15))
     assert all(o["valid"] for o in bench_helion.still_valid(rows, cm))
     stale = {r["index"] for r, o in zip(rows, bench_helion.still_valid(rows, cm, {"ties": 3})) if not o["valid"]}
     assert stale == {0, 4, 8, 9, 11, 12, 13}
     rms = [r for r in _raced(bench_helion, "2026-12-04-s34c.1", "2026-12-04-s34c.2") if r["index"] == 11]
     assert [o["valid"] for o in bench_helion.still_valid(rms, cm, {"ties": 3})] == [True, False]
-    # verify_ties: stale where more than VERIFY configs ran within TIE of the fastest (the softmaxes, two of the
-    # matmuls, the small norms and layer_norm 11306x10912 would re-time as they did)
-    stale = {r["index"] for r, o in zip(rows, bench_helion.still_valid(rows, cm, {"verify_ties": 1})) if not o["valid"]}
-    assert stale == {0, 8, 9, 11, 12, 13, 14}
+
+
+def test_rows_stay_valid_under_verify_ties_only_where_as_many_configs_would_be_re_timed(bench_helion):
+    """--still-valid --recipe verify_ties=1 on the shipped recipe's race (``_shipped_race``): stale where more than
+    VERIFY configs ran within TIE of the fastest; the softmaxes, two of the matmuls, the small norms and layer_norm
+    11306x10912 would re-time as they did (``tuner.helion.verify_ties_alike``)."""
+    from costmodel.helion import model as helion_model
+
+    cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
+    valid = bench_helion.still_valid(rows, cm, {"verify_ties": 1})
+    assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == {0, 8, 9, 11, 12, 13, 14}
 
 
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
