@@ -151,12 +151,23 @@ TWIN_UNALIGNED = 1
 # three of the ties-2 tunes: no gain shown, so not shipped.
 TIES = 2
 TIE = 0.005
+# 1: a walk whose step found nothing faster, with rounds left, starts again once from the batch's next start (the first
+# of the batch's configs not walked from yet that ran within TIE of their fastest, as ``tied`` picks the first start),
+# for the rounds left: where the batch's fastest few sit in regions whose neighbours differ, one timing decides which
+# the walk explores, a dead end or not. rms_norm 13911x12466 fp16's batch is the same ranked configs in every tune; in
+# session 35's four cold tunes with verify_ties, three timed a loop of 8,192 (16 warps) within 0.6% of the batch's
+# fastest and walked from it through loops of 4,096 and 2,048 in 3-4 steps (1.003, 0.986, 0.982 of quick), where the
+# fourth timed a persistent 8-warp config 0.8% ahead of it, walked from that, found nothing faster in its first step
+# and kept the default, 0.948 of quick, with 3 of its 4 rounds unspent (bench_helion-retimed-h200-2026-12-04-s35b;
+# session 33's tune at 0.954, s33e.2, stopped the same way).
+RESTARTS = 0
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
-                "twin_unaligned", "ties", "verify_ties")
+                "twin_unaligned", "ties", "verify_ties", "restarts")
 # the knobs added after races were run, at the value those races ran with: a recorded recipe names them only where
 # they differ
-RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0, "verify_ties": 0}
+RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0, "verify_ties": 0,
+                 "restarts": 0}
 
 
 def recipe_knobs(recipe: dict) -> dict[str, int]:
@@ -174,8 +185,13 @@ VERIFY = 3  # the batch's fastest re-timed beside the default
 # verification reads a reduction loop of 1,024 at 192.9-194.4 us, 2,048 at 195.3-196.7 and 4,096 at 199.1-199.4; in
 # the tune at 0.984 of quick the batch's fastest three were all loops of 2,048, and two loops of 1,024 timed within
 # 0.3% of them were not re-timed (session 34, bench_helion-retimed-h200-2026-12-04-s34{b,c,d}*.jsonl). Over the race
-# rows of sessions 26-34, 1-15 configs a tune ran within TIE of its fastest. Off until raced (bench_helion --recipe
-# verify_ties=1).
+# rows of sessions 26-34, 1-15 configs a tune ran within TIE of its fastest. Raced as bench_helion --recipe
+# verify_ties=1 on the seven problems whose ties-2 race rows it re-times otherwise (session 35, s35a): all seven at or
+# above quick (rms_norm 13911x12466 1.005, 11306x10912 1.015, layer_norm 13911x12466 1.048, matmul 3468x4713x749
+# 1.545, attention 1.009 / 2.109 / 1.199), as the ties-2 rows were, the verification 0.30-0.92 s; four cold tunes of
+# rms_norm 13911x12466 with it then ended 1.003, 0.986, 0.982 and 0.948 of quick (s35b): the two near 0.98 re-timed
+# loops of 1,024 and picked a loop of 2,048 by 0.3-0.6%, within the re-timing's own spread, and the 0.948 walked from
+# a dead end (``RESTARTS``). No gain shown, so not shipped.
 VERIFY_TIES = 0
 VERIFY_TIED = 8
 VERIFY_ROUNDS = 3  # rounds of the re-timing, in alternating order: their median outlasts one slow round
@@ -405,7 +421,7 @@ def step(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, batch: l
     if not ran:
         return []
     first = tied(ms, range(len(ms)), TIE if tuner.ties >= 2 else 0.0)
-    out = walk(tuner, cm, bound, args, call, batch, ms, done, first)
+    out = walk(tuner, cm, bound, args, call, batch, ms, done, first, range(len(ms)) if tuner.restarts else range(0))
     d = batch.index(default) if default in batch else None
     if tuner.default_walk and walks_from_default(ms, d, first):
         out += [{"walk": "default", **s} for s in walk(tuner, cm, bound, args, call, batch, ms, done, d)]
@@ -469,6 +485,29 @@ def ties_alike(search: dict, ties: int) -> bool:
     return (ran >= 3) == (ties >= 3) or not levels(search, ms, batch, steps)
 
 
+def restarts_alike(search: dict, restarts: int) -> bool:
+    """Whether a recorded tune (``CostModelAutotuner.last``) would have timed the same configs with ``restarts`` at
+    ``restarts`` as at its own recipe's (0 where it names none): its walk started again as often, and where it ended
+    at a step that found nothing faster with rounds left, no restart more was allowed or none was left to make
+    (``restart_from`` on its record's timings)."""
+    recipe = search.get("recipe", {})
+    ran = recipe.get("restarts", 0)
+    main = [s for s in search.get("steps", []) if "walk" not in s]
+    made = sum(bool(s.get("restart")) for s in main)
+    if restarts == ran or made < ran:  # fewer made than allowed: it ended otherwise, more allowed change nothing
+        return restarts >= made
+    if restarts < made:
+        return False
+    last = main[-1] if main else {}
+    if not main or last.get("faster") or "error" in last or len(main) >= recipe.get("local_rounds", LOCAL_ROUNDS):
+        return True
+    ms = [t["ms"] for t in search["timed"]]
+    keys = [hconfigs.config_json(t["config"]) for t in search["timed"]]
+    batch = recorded_walk(search)[0]
+    froms = {keys.index(hconfigs.config_json(s["from"])) for s in main if hconfigs.config_json(s["from"]) in keys}
+    return restart_from(ms, batch, {j for j in froms if j in batch}, recipe.get("ties", 0)) is None
+
+
 def levels(search: dict, ms: list[float | None], batch: range, steps: list[tuple[dict, range]]) -> bool:
     """Whether a recorded tune's walk went on from a level step (``ties`` 3: ``level_with``), or, where it stopped
     at a step that found nothing faster before its rounds ran out, would have."""
@@ -496,15 +535,17 @@ def climb_rounds_alike(search: dict, rounds: int) -> bool:
 
 
 def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "Call", batch: list[dict],
-         ms: list[float | None], done: set[str], start: int) -> list[dict]:
+         ms: list[float | None], done: set[str], start: int, starts: range = range(0)) -> list[dict]:
     """``step``'s walk from ``batch[start]``: each step from the fastest of the start and the configs this walk
     timed (with ``tuner.ties``, from the first of the last step's configs within ``TIE`` of it: ``tied``), while a
     step finds a config faster than every one the walk timed before (with ``tuner.ties`` 3, once besides from a step
     that found none, from its first config within ``TIE`` of the walk's fastest: ``level_with``; its record says
     ``"level": True``). A walk that starts from the batch's fastest so steps from the fastest config timed so far, or
-    one tied with it."""
+    one tied with it. With ``tuner.restarts``, a step that found nothing faster, rounds left, starts the walk again
+    from the next of ``starts`` (the batch: ``restart_from``) at most that many times; its record says
+    ``"restart": True``."""
     out: list[dict] = []
-    mine, i, level = [start], start, False
+    mine, i, level, walked = [start], start, False, {start}
     for _ in range(tuner.local_rounds):
         t_from = min(ms[j] for j in mine if ms[j] is not None)
         try:
@@ -530,9 +571,21 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
             i = tied(ms, these, TIE if tuner.ties else 0.0)
         elif tuner.ties >= 3 and not level and (j := level_with(ms, these, t_from)) is not None:
             i, level, out[-1]["level"] = j, True, True
+        elif sum(bool(s.get("restart")) for s in out) < tuner.restarts and \
+                (j := restart_from(ms, starts, walked, tuner.ties)) is not None:
+            i, mine, out[-1]["restart"] = j, [j], True
+            walked.add(j)
         else:
             break
     return out
+
+
+def restart_from(ms: list[float | None], starts: range, walked: set[int], ties: int) -> int | None:
+    """Where a walk that found nothing faster starts again (``restarts``): the first of ``starts`` not ``walked``
+    from that ran within ``TIE`` of the fastest of those (``tied``; with ``ties`` below 2, their fastest); None where
+    none is left."""
+    rest = [j for j in starts if j not in walked and ms[j] is not None]
+    return tied(ms, rest, TIE if ties >= 2 else 0.0) if rest else None
 
 
 def level_with(ms: list[float | None], these: range, t_from: float) -> int | None:
@@ -541,7 +594,7 @@ def level_with(ms: list[float | None], these: range, t_from: float) -> int | Non
     return next((j for j in these if ms[j] is not None and ms[j] <= t_from * (1 + TIE)), None)
 
 
-def tied(ms: list[float | None], these: range, tie: float) -> int:
+def tied(ms: list[float | None], these: Sequence[int], tie: float) -> int:
     """The first of ``these`` (a step's configs, in its order) that ran within ``tie`` (a fraction) of their
     fastest."""
     fastest = min(ms[j] for j in these if ms[j] is not None)
@@ -718,6 +771,7 @@ class CostModelAutotuner:
     configs tied with its fastest (``walk``, ``TIE``), 2 for a walk that also starts from the first of the batch's,
     3 for one that also goes on once from a step that found nothing faster but a config tied with the walk's fastest;
     ``verify_ties``: 1 for a verification that also re-times the configs tied with the fastest (``VERIFY_TIED``);
+    ``restarts``: how many times a walk that found nothing faster starts again from the batch (``walk``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -727,7 +781,7 @@ class CostModelAutotuner:
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
                  default_walk: int = DEFAULT_WALK, radius: int = RADIUS, twin_unaligned: int = TWIN_UNALIGNED,
-                 ties: int = TIES, verify_ties: int = VERIFY_TIES, objective: str = "eager"):
+                 ties: int = TIES, verify_ties: int = VERIFY_TIES, restarts: int = RESTARTS, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -737,7 +791,7 @@ class CostModelAutotuner:
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.climb_rounds = climb_rounds
         self.default_walk, self.radius, self.twin_unaligned, self.ties = default_walk, radius, twin_unaligned, ties
-        self.verify_ties = verify_ties
+        self.verify_ties, self.restarts = verify_ties, restarts
         self.timer = timer or HelionBenchmark(objective=objective)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
