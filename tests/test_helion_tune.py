@@ -538,6 +538,30 @@ def test_with_verify_ties_the_h200_verification_re_times_the_loops_it_left_out()
     assert "verify_ties" not in htune.CostModelAutotuner().recipe()
 
 
+def test_a_walk_that_found_nothing_faster_restarts_from_the_batch_s_next_start():
+    """``restart_from`` on the batch of the tune that walked from a persistent 8-warp config and kept the default
+    (rms_norm 13911x12466 fp16, 0.948 of quick; session 35, s35b's fourth): with ``ties`` 2 the walk starts again
+    from the first of the rest, in the model's order, within TIE of their fastest (Helion's default, the model's first),
+    with ties 0 from their fastest (a loop of 8,192, where the problem's three other tunes walked from); never from
+    a config walked from, None once every one that ran was; off in the recipe unless asked."""
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s35b.jsonl").read_text()
+                     .splitlines()[3])
+    search = row["costmodel"]["search"]
+    assert row["problem"] == {"M": 13911, "N": 12466} and row["costmodel"]["config"] == row["default"]["config"]
+    batch, [(first, _)] = htune.recorded_walk(search)
+    ms, cfg = [t["ms"] for t in search["timed"]], [t["config"] for t in search["timed"]]
+    assert first["faster"] == 0 and first["from"] == cfg[htune.tied(ms, batch, htune.TIE)]
+    start = htune.tied(ms, batch, htune.TIE)
+    assert cfg[start]["reduction_loops"] == [None] and cfg[start]["num_warps"] == 8
+    again = htune.restart_from(ms, batch, {start}, 2)
+    assert again == 0 and cfg[again] == row["default"]["config"]
+    fastest = htune.restart_from(ms, batch, {start}, 0)
+    assert cfg[fastest]["reduction_loops"] == [8192] and ms[fastest] == min(ms[j] for j in batch if j != start)
+    assert htune.restart_from(ms, batch, set(batch), 2) is None
+    assert htune.CostModelAutotuner(restarts=1).recipe()["restarts"] == 1
+    assert "restarts" not in htune.CostModelAutotuner().recipe()
+
+
 def _default_walk_case(rows):
     """(group, kernel, problem, dtype, d, x, y): a recorded group holding Helion's default config d, one of d's
     neighbours y recorded faster than d, and a config x recorded faster than d, within ``DEFAULT_WALK_WITHIN`` of

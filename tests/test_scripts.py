@@ -781,6 +781,23 @@ def test_rows_stay_valid_under_verify_ties_only_where_as_many_configs_would_be_r
     assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == {0, 8, 9, 11, 12, 13, 14}
 
 
+def test_rows_stay_valid_under_restarts_only_where_no_walk_ended_early(bench_helion):
+    """--still-valid --recipe restarts=1 on the shipped recipe's race (``_shipped_race``): stale where a step found
+    nothing faster before the walk's rounds ran out, which restarts 1 walks on from (``tuner.helion.restarts_alike``);
+    all but layer_norm 11306x10912 and attention 3x16x3681, whose walks ran their four steps. Session 35's rows of
+    restarts 1 stand for it, and for the shipped recipe those whose walk made no restart."""
+    from costmodel.helion import model as helion_model
+
+    cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
+    valid = bench_helion.still_valid(rows, cm, {"restarts": 1})
+    assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == set(range(15)) - {6, 14}
+    raced = _raced(bench_helion, "2026-12-04-s35c.1", "2026-12-04-s35c.2")
+    assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, {"restarts": 1}))
+    made = {r["index"] for r in raced if any(s.get("restart") for s in r["costmodel"]["search"]["steps"])}
+    assert made == {0, 1, 2, 3, 7, 9, 10}
+    assert {r["index"] for r, o in zip(raced, bench_helion.still_valid(raced, cm)) if not o["valid"]} == made
+
+
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
     """--still-valid --recipe climb_rounds=N on session 26's race rows: each climbed all 3 rounds of the shipped
     recipe, so it may have climbed on and is stale under 4 or 8 rounds, and under 2; a row whose climb had stopped
