@@ -159,7 +159,10 @@ TIE = 0.005
 # fastest and walked from it through loops of 4,096 and 2,048 in 3-4 steps (1.003, 0.986, 0.982 of quick), where the
 # fourth timed a persistent 8-warp config 0.8% ahead of it, walked from that, found nothing faster in its first step
 # and kept the default, 0.948 of quick, with 3 of its 4 rounds unspent (bench_helion-retimed-h200-2026-12-04-s35b;
-# session 33's tune at 0.954, s33e.2, stopped the same way).
+# session 33's tune at 0.954, s33e.2, stopped the same way). Raced as bench_helion --recipe restarts=1 on 10 of the 13
+# problems whose ties-2 race rows it walks otherwise (session 35, s35c): layer_norm 13911x12466 1.046 -> 1.162 of quick,
+# geomean of the ten 1.104 -> 1.126, walls about 5 s longer, but rms_norm 4096x2048 bf16 1.017 -> 0.998; attention
+# 4x16x2049 and 1x32x8192 and softmax 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt). Off until they are.
 RESTARTS = 0
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
