@@ -162,7 +162,8 @@ TIE = 0.005
 # session 33's tune at 0.954, s33e.2, stopped the same way). Raced as bench_helion --recipe restarts=1 on 10 of the 13
 # problems whose ties-2 race rows it walks otherwise (session 35, s35c): layer_norm 13911x12466 1.046 -> 1.162 of quick,
 # geomean of the ten 1.104 -> 1.126, walls about 5 s longer, but rms_norm 4096x2048 bf16 1.017 -> 0.998; attention
-# 4x16x2049 and 1x32x8192 and softmax 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt). Off until they are.
+# 4x16x2049 and 1x32x8192 and softmax 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt). Off until they
+# are.
 RESTARTS = 0
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
