@@ -160,10 +160,11 @@ TIE = 0.005
 # fourth timed a persistent 8-warp config 0.8% ahead of it, walked from that, found nothing faster in its first step
 # and kept the default, 0.948 of quick, with 3 of its 4 rounds unspent (bench_helion-retimed-h200-2026-12-04-s35b;
 # session 33's tune at 0.954, s33e.2, stopped the same way). Raced as bench_helion --recipe restarts=1 on 10 of the 13
-# problems whose ties-2 race rows it walks otherwise (session 35, s35c): layer_norm 13911x12466 1.046 -> 1.162 of quick,
-# geomean of the ten 1.104 -> 1.126, walls about 5 s longer, but rms_norm 4096x2048 bf16 1.017 -> 0.998; attention
-# 4x16x2049 and 1x32x8192 and softmax 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt). Off until they
-# are.
+# problems whose ties-2 race rows it walks otherwise (session 35, s35c): seven walks started again, and the pick came
+# from there in three, rms_norm 11306x10912 1.046 of quick (1.044 in its ties-2 race row), matmul 3468x4713x749 1.582
+# (1.542) and 4155x4096x4476 1.106 (1.081); walls about 5 s longer; rms_norm 4096x2048 bf16 at 0.998 (1.017), its pick
+# from before its restart, the walk's first steps gone another way. Attention 4x16x2049 and 1x32x8192 and softmax
+# 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt): off until they are.
 RESTARTS = 0
 # the recipe's integer knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe)
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
