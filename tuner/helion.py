@@ -547,8 +547,8 @@ def walk(tuner: "CostModelAutotuner", cm: model.CostModel, bound, args, call: "C
     that found none, from its first config within ``TIE`` of the walk's fastest: ``level_with``; its record says
     ``"level": True``). A walk that starts from the batch's fastest so steps from the fastest config timed so far, or
     one tied with it. With ``tuner.restarts``, a step that found nothing faster, rounds left, starts the walk again
-    from the next of ``starts`` (the batch: ``restart_from``) at most that many times; its record says
-    ``"restart": True``."""
+    from the next of ``starts`` (the batch: ``restart_from``) at most that many times; the record of the step it
+    starts again after says ``"restart": True``."""
     out: list[dict] = []
     mine, i, level, walked = [start], start, False, {start}
     for _ in range(tuner.local_rounds):
