@@ -487,7 +487,7 @@ def ties_alike(search: dict, ties: int) -> bool:
         return False
     if not all(alike(these, 1) for s, these in steps if s.get("faster")):
         return False
-    return (ran >= 3) == (ties >= 3) or not levels(search, ms, batch, steps)
+    return (ran >= 3) == (ties >= 3) or not levels(search, ms, batch)
 
 
 def restarts_alike(search: dict, restarts: int) -> bool:
@@ -495,33 +495,42 @@ def restarts_alike(search: dict, restarts: int) -> bool:
     ``restarts`` as at its own recipe's (0 where it names none): its walk started again as often, and where it ended
     at a step that found nothing faster with rounds left, no restart more was allowed or none was left to make
     (``restart_from`` on its record's timings)."""
-    recipe = search.get("recipe", {})
-    ran = recipe.get("restarts", 0)
-    main = [s for s in search.get("steps", []) if "walk" not in s]
+    ran = search.get("recipe", {}).get("restarts", 0)
+    main = [s for s, _ in main_walk(search)]
     made = sum(bool(s.get("restart")) for s in main)
     if restarts == ran or made < ran:  # fewer made than allowed: it ended otherwise, more allowed change nothing
         return restarts >= made
     if restarts < made:
         return False
-    last = main[-1] if main else {}
-    if not main or last.get("faster") or "error" in last or len(main) >= recipe.get("local_rounds", LOCAL_ROUNDS):
+    if not ended_early(search):
         return True
     ms = [t["ms"] for t in search["timed"]]
-    keys = [hconfigs.config_json(t["config"]) for t in search["timed"]]
+    index = {hconfigs.config_json(t["config"]): j for j, t in enumerate(search["timed"])}
     batch = recorded_walk(search)[0]
-    froms = {keys.index(hconfigs.config_json(s["from"])) for s in main if hconfigs.config_json(s["from"]) in keys}
-    return restart_from(ms, batch, {j for j in froms if j in batch}, recipe.get("ties", 0)) is None
+    froms = {index[k] for s in main if (k := hconfigs.config_json(s["from"])) in index}
+    return restart_from(ms, batch, froms & set(batch), search.get("recipe", {}).get("ties", 0)) is None
 
 
-def levels(search: dict, ms: list[float | None], batch: range, steps: list[tuple[dict, range]]) -> bool:
+def main_walk(search: dict) -> list[tuple[dict, range]]:
+    """A recorded tune's steps of the walk from the batch (``recorded_walk``), not of the walk from the default."""
+    return [(s, these) for s, these in recorded_walk(search)[1] if "walk" not in s]
+
+
+def ended_early(search: dict) -> bool:
+    """Whether a recorded tune's walk (``main_walk``) ended at a step that found nothing faster, without an error,
+    before its rounds (its recipe's ``local_rounds``) ran out."""
+    main = main_walk(search)
+    return bool(main) and not main[-1][0].get("faster") and "error" not in main[-1][0] and \
+        len(main) < search.get("recipe", {}).get("local_rounds", LOCAL_ROUNDS)
+
+
+def levels(search: dict, ms: list[float | None], batch: range) -> bool:
     """Whether a recorded tune's walk went on from a level step (``ties`` 3: ``level_with``), or, where it stopped
     at a step that found nothing faster before its rounds ran out, would have."""
-    main = [(s, these) for s, these in steps if "walk" not in s]
+    main = main_walk(search)
     if any(s.get("level") for s, _ in main):
         return True
-    if not main or main[-1][0].get("faster") or "error" in main[-1][0]:
-        return False
-    if len(main) >= search.get("recipe", {}).get("local_rounds", LOCAL_ROUNDS):
+    if not ended_early(search):
         return False
     start = tied(ms, batch, TIE if search.get("recipe", {}).get("ties", 0) >= 2 else 0.0)
     t_from = min([ms[start]] + [ms[j] for _, these in main[:-1] for j in these if ms[j] is not None])
