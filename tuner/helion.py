@@ -155,14 +155,14 @@ TIE = 0.005
 # of the batch's configs not walked from yet that ran within TIE of their fastest, as ``tied`` picks the first start),
 # for the rounds left: where the batch's fastest few sit in regions whose neighbours differ, one timing decides which
 # the walk explores, a dead end or not. rms_norm 13911x12466 fp16's batch is the same ranked configs in every tune; in
-# session 35's four cold tunes with verify_ties, three timed a loop of 8,192 (16 warps) within 0.6% of the batch's
+# session 35's four cold tunes with verify_ties, three timed a loop of 8,192 (16 warps) within 0.3% of the batch's
 # fastest and walked from it through loops of 4,096 and 2,048 in 3-4 steps (1.003, 0.986, 0.982 of quick), where the
 # fourth timed a persistent 8-warp config 0.8% ahead of it, walked from that, found nothing faster in its first step
 # and kept the default, 0.948 of quick, with 3 of its 4 rounds unspent (bench_helion-retimed-h200-2026-12-04-s35b;
 # session 33's tune at 0.954, s33e.2, stopped the same way). Raced as bench_helion --recipe restarts=1 on 10 of the 13
 # problems whose ties-2 race rows it walks otherwise (session 35, s35c): seven walks started again, and the pick came
 # from there in three, rms_norm 11306x10912 1.046 of quick (1.044 in its ties-2 race row), matmul 3468x4713x749 1.582
-# (1.542) and 4155x4096x4476 1.106 (1.081); walls about 5 s longer; rms_norm 4096x2048 bf16 at 0.998 (1.017), its pick
+# (1.542) and 4155x4096x4476 1.106 (1.081); walls 3-9 s longer; rms_norm 4096x2048 bf16 at 0.998 (1.017), its pick
 # from before its restart, the walk's first steps gone another way. Attention 4x16x2049 and 1x32x8192 and softmax
 # 64x3072 not raced (scripts/plans/next-helion-restarts-race.txt): off until they are.
 RESTARTS = 0
