@@ -12,6 +12,7 @@ import sys
 import click
 from rich.console import Console
 from rich.table import Column, Table
+from rich.text import Text
 
 from costmodel import __version__
 from costmodel.errors import CostModelError
@@ -125,7 +126,25 @@ def kernels(as_json: bool) -> None:
     for r in rows:
         table.add_row(r["family"], ",".join(r["dims"]), ", ".join(r["knobs"]),
                       f"{r['valid_configs']} / {r['space_size']}", json.dumps(r["sample_problem"]))
-    _emit({"gpu": hw.gpu, "families": rows}, as_json, table)
+    helion = _helion_kernels()
+    _emit({"gpu": hw.gpu, "families": rows, "helion_kernels": helion}, as_json, table)
+    if not as_json:
+        more = Table("kernel", "dims", "twin (Triton family)", "sample problem",
+                     title="Helion kernels (costmodel/helion/kernels.py; their knobs are Helion's ConfigSpec)")
+        for r in helion:
+            more.add_row(r["kernel"], ",".join(r["dims"]), r["twin"] or "- (fused)", json.dumps(r["sample_problem"]))
+        err_console.print(more)
+
+
+def _helion_kernels() -> list[dict]:
+    """The costmodel Helion kernels (``collect`` / ``tune --kernel helion:<name>``); helion is not imported."""
+    import numpy as np
+
+    from costmodel.helion import families
+
+    return [{"kernel": f.kernel, "dims": list(f.dims), "dtypes": list(f.dtypes), "twin": f.twin,
+             "sample_problem": f.problems(np.random.default_rng(0), 1)[0]}
+            for f in sorted(families.FAMILIES.values(), key=lambda f: f.name)]
 
 
 def _describe_plan(plan: list, gpu: str) -> None:
@@ -358,8 +377,6 @@ def _kind_splits(meta: dict) -> dict:
 def _report(summary: dict, title: str, result: dict, as_json: bool) -> None:
     """``result`` as JSON, or the report tables: the headline figures per kernel family, model vs baselines at
     each k, and what their columns mean (full width below the tables, not a caption squeezed to theirs)."""
-    from rich.text import Text
-
     from costmodel import evaluation as e
 
     if as_json:
@@ -584,9 +601,13 @@ def _tune_hardware(gpu: str | None, predict_only: bool, cost_model_ref: str | No
 @handle_errors
 def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, steps, predict_only, record, data, gpu,
          model_ref, no_cache, as_json):
-    """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k."""
+    """Tune one problem: rank every valid config with the GPU's model, benchmark only the top k. A Helion kernel
+    (helion:<name>) is tuned by its first call with costmodel's autotuner_fn, answered by Helion's cache next time."""
+    from costmodel.helion.families import is_helion
     from costmodel.kernels import get_family
 
+    if is_helion(family):
+        return _tune_helion(family, shape, dtype, k, objective, predict_only, gpu, model_ref, no_cache, as_json)
     fam = get_family(family)
     problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
     if k is None:
@@ -657,6 +678,70 @@ def tune(family, shape, dtype, k, explore, exhaustive, budget_s, objective, step
                      + (f"; exhaustive best {result.exhaustive_best_ms:.4f} ms" if result.exhaustive_best_ms else "")
                      + _second_round_note(result.second_round))
     _emit(out, as_json, table)
+
+
+# options of the Triton families' tuner (tuner/tune.py) that a Helion kernel's has no counterpart of
+_TRITON_TUNE_ONLY = ("explore", "exhaustive", "budget_s", "steps", "record", "data")
+
+
+def _tune_helion(family, shape, dtype, k, objective, predict_only, gpu, model_ref, no_cache, as_json) -> None:
+    """``tune`` for a costmodel Helion kernel (tuner/helion_problem.py)."""
+    from importlib.util import find_spec
+
+    from click.core import ParameterSource
+
+    from costmodel.helion import families
+
+    fam = families.get(family)
+    problem, dtype = fam.check_problem(parse_shape(shape)), fam.check_dtype(dtype)
+    ctx = click.get_current_context()
+    if given := [n for n in _TRITON_TUNE_ONLY if ctx.get_parameter_source(n) is not ParameterSource.DEFAULT]:
+        raise CostModelError(f"--{given[0].replace('_', '-')} is an option of the Triton families' tune, not of "
+                             f"{fam.kernel}'s")
+    if k is not None and k < 1:
+        raise CostModelError("-k must be at least 1")
+    if objective not in ("eager", "graph"):
+        raise CostModelError(f"--objective {objective}: eager or graph")
+    if find_spec("helion") is None:
+        raise CostModelError(f"{fam.kernel} needs Helion: pip install 'costmodel[helion]'")
+    from tuner import helion_problem
+    from tuner.helion import K, CostModelAutotuner
+
+    k = K if k is None else k
+    if predict_only:
+        out = helion_problem.predict(fam.kernel, problem, dtype, gpu=gpu, model_ref=model_ref, k=k)
+        if out["note"]:
+            err_console.print(f"note: {out['note']}; the candidates are this Helion's")
+        table = Table("rank", Column("knobs other than Helion's default config", overflow="fold"),
+                      title=f"{fam.kernel} {dtype} {json.dumps(problem)}: predicted top {k} of {out['candidates']} "
+                            f"for {out['gpu']} ({out['wall_s']:.1f} s, nothing measured)")
+        for row in out["top"]:
+            table.add_row(str(row["rank"]), Text(_unlike(row["config"], out["default_config"])))
+        table.caption = Text(f"default: {json.dumps(out['default_config'])}")
+        return _emit(out, as_json, table)
+    from costmodel import hardware
+
+    hw = hardware.current(hint="tune measures on a GPU; --predict-only ranks without one")
+    if gpu and gpu != hw.gpu:
+        raise CostModelError(f"--gpu {gpu} but the visible GPU is {hw.gpu}")
+    if no_cache:
+        os.environ["HELION_SKIP_CACHE"] = "1"  # Helion's own switch: its cache neither read nor written
+    out = helion_problem.tune(fam.kernel, problem, dtype, CostModelAutotuner(model_ref, k=k, objective=objective))
+    table = Table("", Column("", overflow="fold"),
+                  title=f"{fam.kernel} {dtype} {json.dumps(problem)} on {out['gpu']}: {out['path']}, "
+                        f"{out['wall_s']:.1f} s")
+    best, default = out["best"]["latency_ms"], out["default_latency_ms"]
+    table.add_row("config", Text(out["helion_config"]))
+    table.add_row(f"{objective} ms", "-" if best is None else f"{best:.4f}"
+                  + ("" if default is None else f" (default {default:.4f}, timed {out['benchmarked']} configs)"))
+    if out["fallback"]:
+        table.add_row("fallback", out["fallback"])
+    _emit(out, as_json, table)
+
+
+def _unlike(config: dict, default: dict) -> str:
+    """``config``'s knobs whose values differ from ``default``'s, as JSON ("(the default)" where none do)."""
+    return json.dumps({k: v for k, v in config.items() if default.get(k) != v}) if config != default else "(the default)"
 
 
 def _second_round_note(second: dict) -> str:

@@ -100,22 +100,16 @@ def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | Non
     """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config;
     ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``); ``model``: a Helion model
     directory for costmodel's tuner to rank with instead of the shipped one (``--model``)."""
-    import torch
-
     from tuner.helion import CostModelAutotuner
+    from tuner.helion_problem import first_call
 
     fam = families.get(name)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
     tuner = CostModelAutotuner(model, objective=OBJECTIVE, **(recipe or {})) if who == "costmodel" else None
     kernel = (fam.with_settings(autotuner_fn=tuner, autotune_effort="quick") if tuner
               else fam.with_settings(autotune_effort=who))
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    kernel(*args)
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
-    bound = kernel.bind(args)
-    out = {"wall_s": wall, "config": hconfigs.normalise(bound._config, families.op_counts(bound.config_spec))}
+    wall, bound, config = first_call(kernel, args)
+    out = {"wall_s": wall, "config": config}
     if tuner:
         cm, why = tuner.fit(bound, args)  # the model it ranked with, or seeded Helion's search with, and why not
         out.update(path="model" if why is None else "fallback", fallback=why, search=tuner.last,

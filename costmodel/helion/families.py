@@ -115,6 +115,22 @@ class HelionFamily:
         text = f"{_kernel_source(self.name)}\nhelion {version or _installed()}"
         return hashlib.sha256(text.encode()).hexdigest()[:16]
 
+    def check_problem(self, problem: Mapping[str, Any]) -> Problem:
+        """``problem`` validated as the twin family validates its own (its dims' bounds and limits, such as
+        attention's head dims), in this kernel's name; a kernel of its own needs its dims, positive integers."""
+        from costmodel.kernels.base import check_dims
+
+        twin = self.twin_family() if self.twin else None
+        out = check_dims(self.kernel, self.dims, dict(problem), twin.min_dim if twin else lambda d: 1)
+        if twin is not None:
+            twin.check_problem_extra(out)
+        return out
+
+    def check_dtype(self, dtype: str) -> str:
+        from costmodel.kernels.base import check_dtype
+
+        return check_dtype(self.kernel, self.dtypes, dtype)
+
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         """``n`` realistic problems, none a benchmark's (costmodel/benchmarks.py, under the twin's name)."""
         out: list[Problem] = []

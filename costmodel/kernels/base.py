@@ -113,6 +113,35 @@ def int_specialisation(v: int) -> tuple[bool, bool]:
     return v % 16 == 0, v == 1
 
 
+def check_dims(name: str, dims: tuple[str, ...], problem: dict[str, Any], min_dim=lambda d: 1) -> Problem:
+    """``problem`` with every one of ``dims`` and no other, each an integer of at least ``min_dim(dim)``; else a
+    CostModelError naming ``name`` (the kernel asked for) and what is wrong."""
+    missing = [d for d in dims if d not in problem]
+    unknown = [d for d in problem if d not in dims]
+    if missing or unknown:
+        raise CostModelError(
+            f"{name} needs dims {','.join(dims)}"
+            + (f"; missing {','.join(missing)}" if missing else "")
+            + (f"; unknown {','.join(unknown)}" if unknown else "")
+        )
+    out: Problem = {}
+    for d in dims:
+        try:
+            v = int(problem[d])
+        except (TypeError, ValueError):
+            raise CostModelError(f"{name}: dim {d}={problem[d]!r} is not an integer") from None
+        if v != float(problem[d]) or v < min_dim(d):
+            raise CostModelError(f"{name}: dim {d}={problem[d]!r} must be an integer >= {min_dim(d)}")
+        out[d] = v
+    return out
+
+
+def check_dtype(name: str, dtypes: tuple[str, ...], dtype: str) -> str:
+    if dtype not in dtypes:
+        raise CostModelError(f"{name} does not support dtype {dtype!r}; choose from {', '.join(dtypes)}")
+    return dtype
+
+
 class KernelFamily(ABC):
     """One tunable kernel family: kernels, launcher, config space, problems, reference and costs."""
 
@@ -126,23 +155,7 @@ class KernelFamily(ABC):
     # --- problems -------------------------------------------------------------------------------------
     def check_problem(self, problem: dict[str, Any]) -> Problem:
         """Validate and normalise a problem: every dim present, a positive integer; no unknown dims."""
-        missing = [d for d in self.dims if d not in problem]
-        unknown = [d for d in problem if d not in self.dims]
-        if missing or unknown:
-            raise CostModelError(
-                f"{self.name} needs dims {','.join(self.dims)}"
-                + (f"; missing {','.join(missing)}" if missing else "")
-                + (f"; unknown {','.join(unknown)}" if unknown else "")
-            )
-        out: Problem = {}
-        for d in self.dims:
-            try:
-                v = int(problem[d])
-            except (TypeError, ValueError):
-                raise CostModelError(f"{self.name}: dim {d}={problem[d]!r} is not an integer") from None
-            if v != float(problem[d]) or v < self.min_dim(d):
-                raise CostModelError(f"{self.name}: dim {d}={problem[d]!r} must be an integer >= {self.min_dim(d)}")
-            out[d] = v
+        out = check_dims(self.name, self.dims, problem, self.min_dim)
         self.check_problem_extra(out)
         return out
 
@@ -153,9 +166,7 @@ class KernelFamily(ABC):
         """Family-specific limits (e.g. a head dim the kernel supports)."""
 
     def check_dtype(self, dtype: str) -> str:
-        if dtype not in self.dtypes:
-            raise CostModelError(f"{self.name} does not support dtype {dtype!r}; choose from {', '.join(self.dtypes)}")
-        return dtype
+        return check_dtype(self.name, self.dtypes, dtype)
 
     @abstractmethod
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
