@@ -522,7 +522,7 @@ def models(as_json):
 
     from costmodel import model
 
-    shipped = model.shipped()
+    shipped, helion = model.shipped(), model.shipped(f"*/helion/{model.META_FILE}")
     registry: dict = {"registered": [], "note": None}
     if find_spec("mlflow") is None:
         registry["note"] = "mlflow is not installed"
@@ -533,15 +533,18 @@ def models(as_json):
 
         registry["registered"] = tracking.registered_models()
     table = Table("kind", "name / gpu", Column("detail", overflow="fold"), title="models")
-    for m in shipped:
-        top8 = "-" if m.get("top8_score") is None else f"{m['top8_score']:.3f}"
-        detail = m.get("error") or f"{m['path']}  top8 {top8}  data {m['data_hash']}"
-        table.add_row("shipped", str(m["gpu"]), detail + ("" if m.get("compatible", True) else "  (retrain: features)"))
+    for kind, models in (("shipped", shipped), ("shipped, Helion", helion)):
+        for m in models:
+            top8 = "-" if m.get("top8_score") is None else f"{m['top8_score']:.3f}"
+            detail = m.get("error") or (f"{m['path']}  top8 {top8} ({m['split']} split)  data {m['data_hash']}"
+                                        + (f"  Helion {', '.join(m['helion_versions'])}" if "helion_versions" in m
+                                           else ""))
+            table.add_row(kind, str(m["gpu"]), detail + ("" if m.get("compatible", True) else "  (retrain: features)"))
     for r in registry["registered"]:
         table.add_row("registered", r["name"], f"versions {r['versions']}  aliases {r['aliases']}")
     if registry["note"]:
         table.caption = registry["note"]
-    _emit({"shipped": shipped, **registry}, as_json, table)
+    _emit({"shipped": shipped, "shipped_helion": helion, **registry}, as_json, table)
 
 
 def _process_age_s() -> float | None:

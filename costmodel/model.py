@@ -477,10 +477,11 @@ def load_shipped(gpu: str) -> CostModel:
     return load(MODELS_DIR / gpu, gpu=gpu)
 
 
-def shipped() -> list[dict]:
-    """Summaries of the models under costmodel/models/."""
+def shipped(pattern: str = f"*/{META_FILE}") -> list[dict]:
+    """Summaries of the models under costmodel/models/ whose meta.json matches ``pattern``: by default each GPU's
+    Triton model (the Helion ones: ``f"*/helion/{META_FILE}"``)."""
     out = []
-    for meta_path in sorted(MODELS_DIR.glob(f"*/{META_FILE}")):
+    for meta_path in sorted(MODELS_DIR.glob(pattern)):
         try:
             meta = json.loads(meta_path.read_text())
         except (json.JSONDecodeError, UnicodeDecodeError):
@@ -493,5 +494,7 @@ def shipped() -> list[dict]:
                     "data_hash": meta.get("data", {}).get("hash"), "rows": meta.get("data", {}).get("rows"),
                     "feature_schema_version": meta.get("feature_schema_version"),
                     "compatible": is_compatible(meta),
-                    "top8_score": metrics.get("top8_score"), "random8_score": metrics.get("random8_score")})
+                    "top8_score": metrics.get("top8_score"), "random8_score": metrics.get("random8_score"),
+                    "split": metrics.get("split", "heldout"),
+                    **({"helion_versions": meta["helion_versions"]} if "helion_versions" in meta else {})})
     return out

@@ -153,6 +153,7 @@ def test_piped_tables_keep_knob_names_and_paths_whole(tmp_path):
     out = subprocess.run([sys.executable, "-m", "costmodel", "models"], capture_output=True, text=True, cwd=REPO,
                          env=env, check=True)
     assert str(model.MODELS_DIR / "nvidia-h200") in out.stderr, out.stderr
+    assert str(model.MODELS_DIR / "nvidia-h200" / "helion") in out.stderr, out.stderr  # the Helion model too
 
 
 @pytest.mark.parametrize("extra,needle", [

@@ -109,3 +109,15 @@ def test_kernels_lists_the_helion_kernels_that_collect_and_tune_take(cli):
         fam = families.get(name)
         assert r["dims"] == list(fam.dims) and r["twin"] == fam.twin
         assert fam.check_problem(r["sample_problem"]) == r["sample_problem"]  # a problem tune takes as it is
+
+
+def test_models_lists_the_shipped_helion_model_beside_the_triton_one(cli):
+    code, stdout, stderr = cli("models", "--json")
+    assert code == 0, stderr
+    out = json.loads(stdout)
+    meta = json.loads((helion_model.model_dir(GPU) / "meta.json").read_text())
+    assert [m["gpu"] for m in out["shipped"]] == [GPU] and "helion_versions" not in out["shipped"][0]
+    [h] = out["shipped_helion"]
+    assert h["gpu"] == GPU and h["path"] == str(helion_model.model_dir(GPU)) and h["compatible"]
+    assert (h["data_hash"], h["helion_versions"], h["split"]) == (meta["data"]["hash"], meta["helion_versions"],
+                                                                   meta["metrics"]["split"])

@@ -7,9 +7,9 @@ flag, the dtype. No hardware record: a model is trained for one GPU and refuses 
 
 Where a model lives: ``costmodel/models/<gpu>/helion/`` beside that GPU's Triton model (``costmodel/models/<gpu>/``):
 one folder per GPU holds all it ships, the Triton model's files and loaders keep their paths, and
-``model.shipped()`` (which lists ``*/meta.json``) keeps listing Triton models only. Its meta.json adds what the
-Helion tuner checks before it trusts the model: ``feature_set: helion``, the Helion versions of its rows
-(``helion_versions``) and the kernel structures it saw (``structures``: [tiles, reductions] pairs).
+``model.shipped()`` lists Triton models unless given the Helion pattern (``costmodel models`` lists both). Its
+meta.json adds what the Helion tuner checks before it trusts the model: ``feature_set: helion``, the Helion versions
+of its rows (``helion_versions``) and the kernel structures it saw (``structures``: [tiles, reductions] pairs).
 
 Nothing here imports helion (features read canonical config JSON)."""
 
