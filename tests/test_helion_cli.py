@@ -92,7 +92,7 @@ def test_a_helion_kernel_tuned_from_the_command_line_is_answered_by_helion_s_cac
 
     first, second = run(), run()
     assert first["gpu"] == GPU and first["path"] == "model" and first["fallback"] is None
-    assert first["benchmarked"] >= htune.K + 1 and first["search"]["timed"]
+    assert first["benchmarked"] >= htune.K and first["search"]["timed"]
     assert first["best"]["latency_ms"] > 0 and first["default_latency_ms"] > 0
     assert first["helion_config"].startswith("helion.Config(")
     assert second["path"] == "cache" and second["benchmarked"] == 0 and not second["search"]

@@ -52,18 +52,24 @@ def predict(kernel: str, problem: dict, dtype: str, *, gpu: str | None = None, m
 def tune(kernel: str, problem: dict, dtype: str, tuner: CostModelAutotuner) -> dict:
     """``kernel``'s first call on ``problem``'s inputs on the GPU, tuned by ``tuner`` through Helion's call path:
     the config it runs, how it was found, and what the tuner timed (``tuner.last``; empty unless the model's search
-    ran). ``wall_s``: the first call, compile and search included, the inputs made before it."""
+    ran). ``wall_s``: the first call, compile and search included, the inputs made before it. The pick's and the
+    default's latencies are their re-timings in the search's verification, side by side (the default is always
+    re-timed), else the batch's."""
     fam = families.get(kernel)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
     wall, bound, config = first_call(fam.with_settings(autotuner_fn=tuner), args)
     cm, why = tuner.fit(bound, args)
     last = tuner.last
-    best = last.get("best", {})
+    default = hconfigs.config_json(hconfigs.normalise(bound.config_spec.default_config(),
+                                                      families.op_counts(bound.config_spec)))
+    default_ms = next((v["ms"] for v in last.get("verified", []) if hconfigs.config_json(v["config"]) == default),
+                      None)
     return {"gpu": _gpu_of(args), "kernel": fam.kernel,
             "problem": problem, "dtype": dtype, "helion_version": helion_version(),
             "path": "fallback" if why else "model" if last else "cache", "fallback": why,
             "candidates": last.get("candidates"), "benchmarked": len(last.get("timed", [])),
-            "best": {"config": config, "latency_ms": best.get("ms")}, "default_latency_ms": last.get("default_ms"),
+            "best": {"config": config, "latency_ms": last.get("best", {}).get("ms")},
+            "default_latency_ms": last.get("default_ms") if default_ms is None else default_ms,
             "helion_config": repr(families.helion_config(config)), "wall_s": wall,
             "model_data_hash": cm.meta.get("data", {}).get("hash") if cm else None, "search": last}
 
