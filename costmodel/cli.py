@@ -536,7 +536,8 @@ def models(as_json):
     for kind, models in (("shipped", shipped), ("shipped, Helion", helion)):
         for m in models:
             top8 = "-" if m.get("top8_score") is None else f"{m['top8_score']:.3f}"
-            detail = m.get("error") or (f"{m['path']}  top8 {top8} ({m['split']} split)  data {m['data_hash']}"
+            split = f" ({m['split']} split)" if m.get("split") else ""
+            detail = m.get("error") or (f"{m['path']}  top8 {top8}{split}  data {m['data_hash']}"
                                         + (f"  Helion {', '.join(m['helion_versions'])}" if "helion_versions" in m
                                            else ""))
             table.add_row(kind, str(m["gpu"]), detail + ("" if m.get("compatible", True) else "  (retrain: features)"))

@@ -495,6 +495,6 @@ def shipped(pattern: str = f"*/{META_FILE}") -> list[dict]:
                     "feature_schema_version": meta.get("feature_schema_version"),
                     "compatible": is_compatible(meta),
                     "top8_score": metrics.get("top8_score"), "random8_score": metrics.get("random8_score"),
-                    "split": metrics.get("split", "heldout"),
+                    "split": metrics.get("split"),
                     **({"helion_versions": meta["helion_versions"]} if "helion_versions" in meta else {})})
     return out

@@ -22,8 +22,8 @@ from tuner.helion import K, CostModelAutotuner, _gpu_of
 
 
 def model_gpu(gpu: str | None, model_ref: str | None) -> str | None:
-    """The GPU whose Helion model ranks where no GPU is visible: ``gpu``, else the one GPU with a shipped Helion
-    model where ``model_ref`` names none; None where that is not one GPU (the caller must say)."""
+    """The GPU whose Helion model ranks where no GPU is visible: ``gpu``; else, where ``model_ref`` names no model,
+    the one GPU with a shipped Helion model (none or several: CostModelError, asking for --gpu)."""
     if gpu or model_ref:
         return gpu
     shipped = sorted(p.parent.name for p in model.MODELS_DIR.glob("*/helion") if p.is_dir())
