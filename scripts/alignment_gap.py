@@ -23,17 +23,14 @@ from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 
 
 def best_rows(root: str) -> list[dict]:
-    """One dict per matmul group: its dims, dtype, whether whole-space, and its fastest ok row."""
+    """One dict per matmul group: its dims, dtype, whether whole-space (any of its rows), and its fastest ok row."""
     t = dataset.read(root, ["group_id", "exhaustive", "dim_M", "dim_N", "dim_K", "dtype", "config_json", "latency_ms"],
                      filter=(pc.field("kernel") == "matmul") & (pc.field("status") == "ok"))
-    best: dict[str, dict] = {}
-    for r in t.to_pylist():
-        b = best.get(r["group_id"])
-        if b is None or r["latency_ms"] < b["latency_ms"]:
-            best[r["group_id"]] = {**r, "exhaustive": bool(r["exhaustive"]) or bool(b and b["exhaustive"])}
-        elif r["exhaustive"]:
-            b["exhaustive"] = True
-    return list(best.values())
+    t = t.take(pc.sort_indices(t, [("group_id", "ascending"), ("latency_ms", "ascending")]))
+    gid = np.asarray(t["group_id"].to_pylist())
+    starts = np.flatnonzero(np.r_[True, gid[1:] != gid[:-1]])  # each group's first row: its fastest
+    whole = np.maximum.reduceat(np.asarray(t["exhaustive"].to_pylist(), bool), starts)
+    return [{**r, "exhaustive": bool(w)} for r, w in zip(t.take(starts).to_pylist(), whole)]
 
 
 def summary(rows: list[dict]) -> dict:
