@@ -69,7 +69,7 @@ def summary(rows: list[dict]) -> dict:
 
 
 @click.command()
-@click.option("--data", default="data", show_default=True)
+@click.option("--data", default="data", show_default=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--min-gflop", default=10.0, show_default=True, help="matmul groups of at least this much work")
 @click.option("--min-mb", default=64.0, show_default=True, help="row-wise groups moving at least this much")
 @click.option("--out", default=None, help="write the JSON here as well")
