@@ -487,7 +487,8 @@ def shipped(pattern: str = f"*/{META_FILE}") -> list[dict]:
         except (json.JSONDecodeError, UnicodeDecodeError):
             meta = None
         if not isinstance(meta, dict):
-            out.append({"gpu": meta_path.parent.name, "path": str(meta_path.parent), "error": "corrupt meta.json"})
+            gpu = meta_path.relative_to(MODELS_DIR).parts[0]  # the GPU's folder (a Helion model's is its parent)
+            out.append({"gpu": gpu, "path": str(meta_path.parent), "error": "corrupt meta.json"})
             continue
         metrics = meta.get("metrics", {})
         out.append({"gpu": meta.get("gpu"), "path": str(meta_path.parent), "created": meta.get("created"),

@@ -13,6 +13,7 @@ import pytest
 
 pytest.importorskip("helion")
 
+from costmodel.errors import CostModelError  # noqa: E402
 from costmodel.helion import configs, families, helion_version  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
 from tuner import helion as htune  # noqa: E402
@@ -121,3 +122,24 @@ def test_models_lists_the_shipped_helion_model_beside_the_triton_one(cli):
     assert h["gpu"] == GPU and h["path"] == str(helion_model.model_dir(GPU)) and h["compatible"]
     assert (h["data_hash"], h["helion_versions"], h["split"]) == (meta["data"]["hash"], meta["helion_versions"],
                                                                    meta["metrics"]["split"])
+
+
+def test_predict_only_without_gpu_takes_the_one_gpu_with_a_shipped_helion_model(tmp_path, monkeypatch):
+    """--predict-only without --gpu ranks with the one GPU's shipped Helion model (``model.shipped``'s Helion
+    pattern, a corrupt meta.json counted under its GPU's folder); with none or several it asks for --gpu."""
+    from costmodel import model
+    from tuner.helion_problem import model_gpu
+
+    monkeypatch.setattr(model, "MODELS_DIR", tmp_path)
+    with pytest.raises(CostModelError, match="needs --gpu .*none"):
+        model_gpu(None, None)
+    (tmp_path / "gpu-a" / "helion").mkdir(parents=True)
+    (tmp_path / "gpu-a" / "helion" / model.META_FILE).write_text("{not json")
+    (tmp_path / "gpu-b").mkdir()
+    (tmp_path / "gpu-b" / model.META_FILE).write_text(json.dumps({"gpu": "gpu-b"}))  # a Triton model only
+    assert model_gpu(None, None) == "gpu-a"
+    assert model_gpu("gpu-b", None) == "gpu-b"
+    (tmp_path / "gpu-b" / "helion").mkdir()
+    (tmp_path / "gpu-b" / "helion" / model.META_FILE).write_text(json.dumps({"gpu": "gpu-b"}))
+    with pytest.raises(CostModelError, match="gpu-a, gpu-b"):
+        model_gpu(None, None)

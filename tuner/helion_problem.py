@@ -26,7 +26,7 @@ def model_gpu(gpu: str | None, model_ref: str | None) -> str | None:
     the one GPU with a shipped Helion model (none or several: CostModelError, asking for --gpu)."""
     if gpu or model_ref:
         return gpu
-    shipped = sorted(p.parent.name for p in model.MODELS_DIR.glob("*/helion") if p.is_dir())
+    shipped = sorted({m["gpu"] for m in model.shipped(f"*/helion/{model.META_FILE}")})
     if len(shipped) != 1:
         raise CostModelError(f"--predict-only needs --gpu (shipped Helion models: {', '.join(shipped) or 'none'})")
     return shipped[0]
