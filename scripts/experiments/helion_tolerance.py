@@ -12,25 +12,29 @@ estimate of where the new pick would land, not a measurement (the new pick was n
 
 from __future__ import annotations
 
-import glob
 import json
+import sys
+from pathlib import Path
 
 import click
 
-from tuner import helion as htune
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_helion import read_rows  # noqa: E402
+
+from tuner import helion as htune  # noqa: E402
 
 ROWS = "scripts/results/bench_helion*-h200-*.jsonl"
 
 
 def replay(row: dict, tolerance: float) -> dict | None:
-    """The row's pick replayed at ``tolerance``, where it differs from the recorded one; else None."""
+    """The row's pick replayed at ``tolerance``, where it differs from the pick the tune recorded; else None."""
     search = row["costmodel"]["search"]
     finals = [v["config"] for v in search["verified"]]
     steady = [v.get("ms") for v in search["verified"]]
-    default = row["default"]["config"]
-    if default not in finals:
+    default, then = row["default"]["config"], search["best"]["config"]
+    if default not in finals or then not in finals:
         return None
-    then, _ = htune.pick(finals, steady, default, search["tolerance"])
     now, now_ms = htune.pick(finals, steady, default, tolerance)
     if now == then:
         return None
@@ -47,15 +51,14 @@ def replay(row: dict, tolerance: float) -> dict | None:
 @click.option("--out", default=None, help="write the JSON here as well")
 def main(tolerance: float, out: str | None) -> None:
     tunes, changed = 0, []
-    for path in sorted(glob.glob(ROWS)):
-        for line in open(path):
-            row = json.loads(line) if line.strip() else {}
+    for path in sorted(ROOT.glob(ROWS)):
+        for row in read_rows((str(path),)):
             search = (row.get("costmodel") or {}).get("search") or {}
             if not search.get("verified") or search.get("timing") != "graph" or not row.get("graph_ms"):
                 continue
             tunes += 1
             if (c := replay(row, tolerance)) is not None:
-                changed.append({"rows": path.split("/")[-1], **c})
+                changed.append({"rows": path.name, **c})
     result = {"tolerance": tolerance, "shipped": htune.TOLERANCE, "graph_timed_tunes": tunes, "changed": changed}
     text = json.dumps(result, indent=1)
     print(text)
