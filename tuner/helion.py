@@ -206,7 +206,7 @@ VERIFY_MS = 40
 # the default stays unless a finalist beats it by more: one steady do_bench of a 5-15 us kernel on the H200 varies
 # by a median 0.8-3.8% between rounds (race of session 13: the default's and Helion quick's six rounds; bench_helion.py
 # --summarise, round_spread)
-TOLERANCE = 0.03
+TOLERANCE = 0.01
 # what the verification re-times by: "eager", Helion's own steady do_bench (L2 flushed; where a kernel is about as
 # short as its launch, the launch counts); "graph", a CUDA-graph replay over copies of the arguments that fill twice
 # the L2 (GPU time, the host out of the way: what the race reads). They disagree on the shortest kernels: on softmax
