@@ -340,13 +340,14 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and in ``ties``, where on its
     timings every step would have gone on from the same config (``tuner.helion.ties_alike``), in ``verify_ties``,
     where as many configs would have been re-timed (``tuner.helion.verify_ties_alike``), in ``restarts``, where its
-    walk would have started again as often (``tuner.helion.restarts_alike``); and none of the
+    walk would have started again as often (``tuner.helion.restarts_alike``), in ``tolerance``, where its
+    verification would have picked the same (``tuner.helion.tolerance_alike``); and none of the
     configs the row's tune timed below the runs classifier's floor. Dropping only removes candidates, in the
     ranker's order, so a tune none of whose timed configs is dropped ranks, times and re-times the same ones
     (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
-    from tuner.helion import (CLIMB_ROUNDS, CostModelAutotuner, climb_rounds_alike, default_walk_alike,
-                              restarts_alike, ties_alike, verify_ties_alike)
+    from tuner.helion import (CLIMB_ROUNDS, RECIPE_BEFORE, CostModelAutotuner, climb_rounds_alike, default_walk_alike,
+                              restarts_alike, ties_alike, tolerance_alike, verify_ties_alike)
 
     now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
 
@@ -359,7 +360,9 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
                   "climb_rounds": lambda: climb_rounds_alike(search, now.get("climb_rounds", CLIMB_ROUNDS)),
                   "ties": lambda: ties_alike(search, now.get("ties", 0)),
                   "verify_ties": lambda: verify_ties_alike(search, now.get("verify_ties", 0)),
-                  "restarts": lambda: restarts_alike(search, now.get("restarts", 0))}
+                  "restarts": lambda: restarts_alike(search, now.get("restarts", 0)),
+                  "tolerance": lambda: tolerance_alike(search, default,
+                                                       now.get("tolerance", RECIPE_BEFORE["tolerance"]))}
         return differ <= set(checks) and all(checks[k]() for k in differ)
 
     # rows before session 29 record no training parameters: they ranked with the shipped model's
@@ -382,10 +385,10 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
-    """``--recipe NAME=N`` pairs: costmodel's tuner's integer knobs (``tuner.helion.RECIPE_KNOBS``: k, refill, climb,
-    climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts) set to other
-    values than the shipped ones, to race a variant before it ships; the rows record the recipe their tunes ran
-    (``search.recipe``), so ``--still-valid`` tells them from the shipped tuner's."""
+    """``--recipe NAME=N`` pairs: costmodel's tuner's knobs (``tuner.helion.RECIPE_KNOBS``: the integers k, refill,
+    climb, climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts, and
+    the fraction tolerance) set to other values than the shipped ones, to race a variant before it ships; the rows
+    record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped tuner's."""
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names
@@ -393,9 +396,12 @@ def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
     out = {}
     for pair in pairs:
         name, _, value = pair.partition("=")
-        if name not in names or not value.isdigit():
+        try:
+            out[name] = (float if name == "tolerance" else int)(value)
+        except ValueError:
+            out[name] = -1
+        if name not in names or out[name] < 0:
             raise click.BadParameter(f"{pair!r}: NAME=N with NAME one of {', '.join(names)}", param_hint="--recipe")
-        out[name] = int(value)
     try:  # the tuner's own checks (radius 0 reaches nothing), here before any tune or row is read
         CostModelAutotuner(objective=OBJECTIVE, **out)
     except CostModelError as e:
