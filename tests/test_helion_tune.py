@@ -814,9 +814,9 @@ def _race_tune(row, trained, **kw):
 
 
 # the race's verdict per kernel: the tuner's batch pick wins where it is clearly faster in the race's steady rounds
-# (matmul: 0.100 ms against 1.319); elsewhere the default (rms_norm: the batch's pick re-times 12% slower; softmax:
-# 1.5% faster, within the tolerance; layer_norm: the batch's pick is the default)
-WINNER = {"helion:matmul": "costmodel", "helion:softmax": "default", "helion:rms_norm": "default",
+# (matmul: 0.100 ms against 1.319; softmax: 1.5%, beyond the 1% tolerance); elsewhere the default (rms_norm: the
+# batch's pick re-times 12% slower; layer_norm: the batch's pick is the default)
+WINNER = {"helion:matmul": "costmodel", "helion:softmax": "costmodel", "helion:rms_norm": "default",
           "helion:layer_norm": "default"}
 
 
@@ -848,11 +848,11 @@ def test_verification_follows_the_steady_timing_not_the_batch(kernel, trained):
 
 def test_the_default_keeps_a_tie_within_the_tolerance(trained):
     """softmax 64x2560 fp16: the batch's pick re-timed 0.00528 ms in the race, the default 0.00536 (1.5% slower):
-    the default stays at the 3% tolerance, the pick wins at none."""
+    the default stays at a 3% tolerance (the one shipped before session 39), the pick wins at none."""
     row = _race("helion:softmax")
     pick = configs.config_json(row["costmodel"]["config"])
-    assert htune.TOLERANCE == 0.03 and row["latency_ms"]["costmodel"] < row["latency_ms"]["default"]
-    assert _race_tune(row, trained)[0] == configs.config_json(row["default"]["config"])
+    assert row["latency_ms"]["costmodel"] < row["latency_ms"]["default"]
+    assert _race_tune(row, trained, tolerance=0.03)[0] == configs.config_json(row["default"]["config"])
     assert _race_tune(row, trained, tolerance=0.0)[0] == pick
 
 
