@@ -419,8 +419,8 @@ def test_steps_to_neighbours_of_the_fastest_find_a_faster_one(rows, trained):
         assert key(steps[1]["from"]) == min((c for c in asked[0] + asked[1] if c in ms), key=ms.get)
         assert not set(asked[2]) & set(asked[0] + asked[1])
     assert tuner.last["recipe"] == {"k": K, "refill": htune.REFILL, "climb": htune.CLIMB, "local": 100,
-                                    "local_rounds": 2, "radius": 2, "twin_unaligned": 1, "ties": 2, "spread": "moves",
-                                    "objective": "eager"}
+                                    "local_rounds": 2, "radius": 2, "twin_unaligned": 1, "ties": 2, "tolerance": 0.0,
+                                    "spread": "moves", "objective": "eager"}
 
 
 def test_a_step_reaches_as_far_as_the_radius_along_each_knob(rows, monkeypatch):
