@@ -384,7 +384,7 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     return out
 
 
-def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int]:
+def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int | float]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's knobs (``tuner.helion.RECIPE_KNOBS``: the integers k, refill,
     climb, climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts, and
     the fraction tolerance) set to other values than the shipped ones, to race a variant before it ships; the rows

@@ -180,8 +180,9 @@ RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unalig
 
 
 def recipe_knobs(recipe: dict) -> dict[str, int | float]:
-    """The ``CostModelAutotuner`` arguments of a recorded recipe (``CostModelAutotuner.recipe``): its integer knobs,
-    those it does not name at the value the races before them ran (``RECIPE_BEFORE``), not today's defaults."""
+    """The ``CostModelAutotuner`` arguments of a recorded recipe (``CostModelAutotuner.recipe``): its knobs, those it
+    does not name at the value the races before them ran (``RECIPE_BEFORE``), not today's defaults. Session 39's race
+    rows (s39a) ran a 1% tolerance their recipe does not name (their ``search.tolerance`` does)."""
     return {**RECIPE_BEFORE, **{k: v for k, v in recipe.items() if k in RECIPE_KNOBS}}
 
 
