@@ -1,0 +1,52 @@
+"""Issue 18, CPU: where the shipped Helion tuner stands on the race's problems, from every recorded race row that still
+measures it (``bench_helion.still_valid``: the same ranker, and the same configs timed and picked, under ``--recipe``'s
+changes), not only each problem's last row: per problem, every such tune's ratio against Helion quick's pick and
+against the default (CUDA-graph replay in the row's own call, as the race reads), then ``bench_helion.summarise`` over
+each problem's last such row.
+
+    .venv/bin/python scripts/experiments/helion_standing.py [--recipe restarts=1] [--out FILE.json]
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "scripts"))
+from bench_helion import latest, parse_recipe, read_rows, still_valid, summarise  # noqa: E402
+
+from costmodel.helion import model as helion_model  # noqa: E402
+
+ROWS = "scripts/results/bench_helion-retimed-h200-*.jsonl"
+
+
+@click.command()
+@click.option("--recipe", "recipe_pairs", multiple=True, help="NAME=N: the tuner's knobs changed (bench_helion)")
+@click.option("--out", default=None, help="write the JSON here as well")
+def main(recipe_pairs: tuple[str, ...], out: str | None) -> None:
+    cm, recipe = helion_model.load("nvidia-h200"), parse_recipe(recipe_pairs)
+    rows = read_rows(tuple(str(p) for p in sorted(ROOT.glob(ROWS))))
+    kept = [r for r, o in zip(rows, still_valid(rows, cm, recipe)) if o["valid"]]
+    tunes = defaultdict(list)
+    for r in kept:
+        g = r["graph_ms"]
+        tunes[f"{r['index']} {r['kernel']} {json.dumps(r['problem'])} {r['dtype']}"].append(
+            {"vs_quick": round(g["quick"] / g["costmodel"], 4), "vs_default": round(g["default"] / g["costmodel"], 4)})
+    result = {"recipe": recipe, "rows_read": len(rows), "rows_valid": len(kept),
+              "problems": {k: {"tunes": len(v), "below_quick": sorted(t["vs_quick"] for t in v if t["vs_quick"] < 1),
+                               "vs_quick": [t["vs_quick"] for t in v], "vs_default": [t["vs_default"] for t in v]}
+                           for k, v in sorted(tunes.items(), key=lambda kv: int(kv[0].split()[0]))},
+              "last_valid_rows": summarise(latest(kept))}
+    text = json.dumps(result, indent=1)
+    print(text)
+    if out:
+        open(out, "w").write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
