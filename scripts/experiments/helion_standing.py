@@ -19,6 +19,7 @@ import click
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_helion import latest, parse_recipe, read_rows, still_valid, summarise  # noqa: E402
+from replay_tune import emit  # noqa: E402
 
 from costmodel.helion import model as helion_model  # noqa: E402
 
@@ -42,10 +43,7 @@ def main(recipe_pairs: tuple[str, ...], out: str | None) -> None:
                                "vs_quick": [t["vs_quick"] for t in v], "vs_default": [t["vs_default"] for t in v]}
                            for k, v in sorted(tunes.items(), key=lambda kv: int(kv[0].split()[0]))},
               "last_valid_rows": summarise(latest(kept))}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if out:
-        open(out, "w").write(text + "\n")
+    emit(result, Path(out) if out else None)
 
 
 if __name__ == "__main__":

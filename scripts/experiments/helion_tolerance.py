@@ -12,7 +12,6 @@ estimate of where the new pick would land, not a measurement (the new pick was n
 
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import click
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "scripts"))
 from bench_helion import read_rows  # noqa: E402
+from replay_tune import emit  # noqa: E402
 
 from tuner import helion as htune  # noqa: E402
 
@@ -60,10 +60,7 @@ def main(tolerance: float, out: str | None) -> None:
             if (c := replay(row, tolerance)) is not None:
                 changed.append({"rows": path.name, **c})
     result = {"tolerance": tolerance, "shipped": htune.TOLERANCE, "graph_timed_tunes": tunes, "changed": changed}
-    text = json.dumps(result, indent=1)
-    print(text)
-    if out:
-        open(out, "w").write(text + "\n")
+    emit(result, Path(out) if out else None)
 
 
 if __name__ == "__main__":
