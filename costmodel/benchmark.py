@@ -996,14 +996,20 @@ class ReplayBenchmarker:
 
         return (family, canonical_json(problem), dtype, canonical_json(config))
 
-    def recorded_configs(self, family: str, problem: Problem, dtype: str) -> list[Config]:
-        """The configs this replay can answer for (a tuner's candidates when replaying)."""
+    def recorded_configs(self, family: str, problem: Problem, dtype: str,
+                         hw: HardwareRecord | None = None) -> list[Config]:
+        """The configs this replay can answer for (a tuner's candidates when replaying); with ``hw``, only those
+        valid today on it, as a live tune ranks them (a config that left the space after it ran is no candidate)."""
         import json
 
         from costmodel.dataset import canonical_json
 
         pj = canonical_json(problem)
-        return [json.loads(k[3]) for k in self._rows if k[:3] == (family, pj, dtype)]
+        configs = [json.loads(k[3]) for k in self._rows if k[:3] == (family, pj, dtype)]
+        if hw is None:
+            return configs
+        fam = get_family(family)
+        return [c for c in configs if fam.is_valid(problem, dtype, c, hw)]
 
     def measure(self, family: str, problem: Problem, dtype: str, configs: list[Config]) -> list[Measurement]:
         self.calls += 1

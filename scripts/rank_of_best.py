@@ -13,6 +13,7 @@ import click
 
 from costmodel import model
 from costmodel.dataset import canonical_json
+from costmodel.kernels import get_family
 from tuner.tune import predict
 
 
@@ -22,14 +23,17 @@ from tuner.tune import predict
 def main(rows: tuple[str, ...], gpu: str) -> None:
     cm = model.load(gpu, gpu=gpu)
     hw = cm.hardware  # the record its training rows carry, as a live tune on that GPU reads it
+    fam = get_family("matmul")
     for path in rows:
         for line in open(path):
             r = json.loads(line)
             if not r.get("best_config") or r.get("knobs"):  # a sweep of one knob value is not the whole space
                 continue
             out = predict("matmul", r["problem"], r["dtype"], hw, cm, r["valid"])
-            rank = next(t["rank"] for t in out["top"] if canonical_json(t["config"]) == canonical_json(r["best_config"]))
-            print(json.dumps({"problem": r["problem"], "dtype": r["dtype"], "valid": r["valid"], "best_rank": rank,
+            best = canonical_json(fam.twin(r["problem"], r["best_config"]))  # the space's config of its kernel
+            rank = next(t["rank"] for t in out["top"] if canonical_json(t["config"]) == best)
+            print(json.dumps({"problem": r["problem"], "dtype": r["dtype"], "valid": out["candidates"],
+                              "best_rank": rank,
                               "best_vs_torch": round(r["tune_vs_torch"], 3), "rows": path}), flush=True)
 
 

@@ -65,7 +65,7 @@ def replay_ratios(t: pa.Table, cm, setting: str, explore: int = 0) -> tuple[list
             # the group's own rows: a shape measured under two kernel hashes has a group for each
             bench = ReplayBenchmarker(g)
             res = tune_mod.tune(family, problem, dtype, bench, k=k, cost_model=cm, hw=KNOWN[cm.gpu],
-                                configs=bench.recorded_configs(family, problem, dtype), budget_s=budget,
+                                configs=bench.recorded_configs(family, problem, dtype, KNOWN[cm.gpu]), budget_s=budget,
                                 objective="graph", explore=explore)  # GPU time, as the recorded best is
             ratios.append(best / res.best["latency_ms"])
             swept.append(exhaustive)

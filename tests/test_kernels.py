@@ -74,6 +74,22 @@ def test_sample_is_valid_default_first_and_distinct(name):
     assert len({tuple(sorted(c.items())) for c in sample}) == len(sample), "sample has duplicates"
 
 
+def test_matmul_space_keeps_one_group_m_where_the_grid_is_one_row_or_one_column():
+    """GROUP_M=1 leaves the space where the grid of tiles is one row (every decode shape) or one column: there its
+    twin of GROUP_M=8 runs the same tiles. Elsewhere both values stay, and a config of either reads as a valid twin."""
+    from costmodel.kernels.matmul import one_row_or_column
+
+    fam = get_family("matmul")
+    for problem in ({"M": 8, "N": 8192, "K": 8192}, {"M": 4096, "N": 128, "K": 4096},
+                    {"M": 4096, "N": 4096, "K": 4096}):
+        valid = space.enumerate_valid(fam, problem, "float16", HW)
+        alone = [c for c in valid if one_row_or_column(problem, c)]
+        assert {c["GROUP_M"] for c in alone} == ({8} if problem["N"] < 4096 or problem["M"] < 64 else set()), problem
+        assert {c["GROUP_M"] for c in valid if c not in alone} == (set() if problem["M"] < 64 else {1, 8}), problem
+        either = [c for c in fam.all_configs() if fam.is_valid(problem, "float16", dict(c, GROUP_M=8), HW)]
+        assert len(either) == len(valid) + len(alone) and all(fam.twin(problem, c) in valid for c in either)
+
+
 @pytest.mark.parametrize("name", family_names())
 def test_problem_generator_is_valid_and_varied(name):
     fam = get_family(name)

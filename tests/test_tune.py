@@ -67,6 +67,25 @@ def test_replay_tune_on_heldout_groups_nears_the_recorded_best(heldout):
     assert geo >= 0.98, f"geomean {geo:.4f} of the recorded best"
 
 
+def test_a_tune_times_no_two_configs_that_run_one_kernel(heldout):
+    """On the held-out matmul groups with M <= 64 (a grid of one row of tiles), replayed over the configs valid today:
+    no two configs a tune times are GROUP_M twins, while the recorded space held both of many."""
+    from costmodel.kernels import get_family
+
+    cm, t = heldout
+    fam, bench, seen = get_family("matmul"), ReplayBenchmarker(t), 0
+    for family, problem, dtype, _ in _groups(t):
+        if family != "matmul" or problem["M"] > 64:
+            continue
+        cands = bench.recorded_configs(family, problem, dtype, HW)
+        assert len(cands) < len(bench.recorded_configs(family, problem, dtype)) or len(cands) < 16
+        res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands, objective="graph")
+        timed = {dataset.canonical_json(m.config): m.config for m in res.measurements}  # finalists re-timed once
+        assert len({dataset.canonical_json(fam.twin(problem, c)) for c in timed.values()}) == len(timed), problem
+        seen += len(timed)
+    assert seen > 200
+
+
 def _one_step(base: dict, c: dict) -> bool:
     """One knob changed, or the matmul tile reshaped: two of its dims changed, its size kept."""
     changed = {k for k, v in c.items() if v != base[k]}
@@ -76,15 +95,16 @@ def _one_step(base: dict, c: dict) -> bool:
 
 def test_neighbours_are_one_knob_away_or_the_tile_reshaped():
     """``space.neighbours`` on the matmul family's H200 space: a decode shape's pick (issue 17, 1x4096x11008: the
-    cold tune's 64x256x64, where the space's best is 64x128x128) steps to 64x128x128 in one step; two knobs that
-    are not both tile dims, or a tile of another size, are not one step."""
+    cold tune's 64x256x64, where the space's best is 64x128x128; GROUP_M=8, the twin the space keeps of its GROUP_M=1)
+    steps to 64x128x128 in one step; two knobs that are not both tile dims, or a tile of another size, are not one
+    step."""
     from costmodel import space
     from costmodel.kernels import get_family
 
     fam = get_family("matmul")
     problem = fam.check_problem({"M": 1, "N": 4096, "K": 11008})
     valid = space.enumerate_valid(fam, problem, "float16", HW)
-    base = {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 1, "TMA": 0, "PERSISTENT": 1, "SPLIT_TAIL": 2,
+    base = {"BLOCK_M": 64, "BLOCK_N": 256, "BLOCK_K": 64, "GROUP_M": 8, "TMA": 0, "PERSISTENT": 1, "SPLIT_TAIL": 2,
             "EPILOGUE_SUBTILE": 0, "num_warps": 4, "num_stages": 3}
     assert base in valid
     near = space.neighbours(fam, base, valid)

@@ -140,13 +140,14 @@ class _Ranker:
 
     def rank(self, configs: list[triton.Config], problem: Problem, dtype: str, hw: HardwareRecord,
              cost_model) -> list[triton.Config]:
-        """``configs`` predicted fastest first: valid ones for the problem, then (for a user's own list only)
-        the ones the family deems invalid; all scored in one batch."""
+        """``configs`` predicted fastest first: valid ones for the problem (a config the space leaves to its twin,
+        ``KernelFamily.twin``, runs what a valid config runs), then (for a user's own list only) the ones the family
+        deems invalid; all scored in one batch."""
         from costmodel import features, model
 
         default = self.fam.default_config(problem, dtype, hw)
         dicts = [family_config(self.fam, c, default) for c in configs]
-        valid = np.array([self.fam.is_valid(problem, dtype, d, hw) for d in dicts], bool)
+        valid = np.array([self.fam.is_valid(problem, dtype, self.fam.twin(problem, d), hw) for d in dicts], bool)
         scores = model.score(cost_model, features.candidates_table(self.family, problem, dtype, dicts, hw))
         order = np.lexsort((-scores, ~valid))  # valid first, then by score, ties in list order
         if self.whole_space:
@@ -166,7 +167,7 @@ class _Ranker:
                 dicts = [family_config(self.fam, c, default) for c in configs]
             except CostModelError:
                 dicts = []
-            keep = [i for i, d in enumerate(dicts) if self.fam.is_valid(problem, dtype, d, hw)]
+            keep = [i for i, d in enumerate(dicts) if self.fam.is_valid(problem, dtype, self.fam.twin(problem, d), hw)]
             if keep:
                 pool, dicts = [configs[i] for i in keep], [dicts[i] for i in keep]
                 must += [i for i, d in enumerate(dicts[1:], 1) if d == default][:1]

@@ -181,6 +181,11 @@ class KernelFamily(ABC):
     def default_config(self, problem: Problem, dtype: str, hw: HardwareRecord) -> Config:
         """What a user would write without tuning: the baseline every report shows."""
 
+    def twin(self, problem: Problem, config: Config) -> Config:
+        """The config of the space that runs what ``config`` runs over ``problem``: ``config`` itself, unless the
+        family leaves a knob value out of the space where it changes nothing (a row recorded before then)."""
+        return config
+
     def all_configs(self) -> Iterator[Config]:
         names = [k.name for k in self.knobs]
         for values in itertools.product(*(k.values for k in self.knobs)):

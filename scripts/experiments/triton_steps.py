@@ -49,9 +49,11 @@ def main() -> int:
         ok = g.filter(pc.equal(g["status"], "ok"))
         recorded = dict(zip(ok["config_json"].to_pylist(), ok["latency_ms"].to_pylist()))
         bench = ReplayBenchmarker(g)
-        res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu],
-                            configs=bench.recorded_configs(family, problem, dtype), objective="graph")
-        ranked = tune_mod.rank_candidates(family, problem, dtype, KNOWN[cm.gpu], cm, list(map(json.loads, recorded)))
+        cands = bench.recorded_configs(family, problem, dtype, KNOWN[cm.gpu])  # valid today, as a live tune's
+        res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu], configs=cands,
+                            objective="graph")
+        ran = [c for c in cands if dataset.canonical_json(c) in recorded]
+        ranked = tune_mod.rank_candidates(family, problem, dtype, KNOWN[cm.gpu], cm, ran)
         got, _ = tune_mod._steps(bench, family, problem, dtype, ranked, res.measurements, "graph", args.rounds,
                                  args.local)
         ms, n = min([m.latency_ms for m in got if m.ok], default=res.best["latency_ms"]), len(got)
