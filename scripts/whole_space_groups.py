@@ -1,6 +1,7 @@
 """The whole-space groups a dataset holds: per family, how many are complete (every valid config of today's space
-measured), and for matmul the kinds of shape issue 16 asks the data to spread over. ``--since REV`` counts only the
-groups swept since a git revision: none of their whole-space rows lie in a shard that REV's tree already held.
+measured), how many configs the others lack (what ``collect --complete`` would measure), and for matmul the kinds of
+shape issue 16 asks the data to spread over. ``--since REV`` counts only the groups swept since a git revision: none of
+their whole-space rows lie in a shard that REV's tree already held.
 
     .venv/bin/python scripts/whole_space_groups.py --data data --since 2fb0748^ --out scripts/results/X.json
 """
@@ -66,6 +67,7 @@ def groups(root: str, since: str | None) -> list[dict]:
             problem = json.loads(pj)
             valid = {dataset.canonical_json(c) for c in space.enumerate_valid(fam, problem, dtype, hw)}
             out.append({"family": name, "problem": problem, "dtype": dtype, "complete": valid <= set(measured),
+                        "lacking": len(valid - set(measured)),
                         "new": not set(shards[gid]) & old,
                         "kinds": matmul_kinds(problem, dtype) if name == "matmul" else [dtype]})
     return out
@@ -77,6 +79,7 @@ def summary(gs: list[dict]) -> dict:
         mine = [g for g in gs if g["family"] == name and g["complete"]]
         new = [g for g in mine if g["new"]]
         out[name] = {"complete": len(mine), "incomplete": sum(g["family"] == name and not g["complete"] for g in gs),
+                     "lacking": sum(g["lacking"] for g in gs if g["family"] == name),
                      "complete_new": len(new), "kinds": dict(Counter(k for g in mine for k in g["kinds"])),
                      "kinds_new": dict(Counter(k for g in new for k in g["kinds"]))}
     return out
