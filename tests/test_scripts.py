@@ -1058,3 +1058,28 @@ def test_rows_stay_valid_under_a_tolerance_only_where_the_verification_picks_ali
     for bad in ("tolerance=x", "tolerance=-0.01", "tolerance=1.5", "ties=0.5"):  # a fraction of the default's time
         with pytest.raises(click.BadParameter):
             bench_helion.parse_recipe((bad,))
+
+
+def test_whole_space_groups_counts_the_configs_a_group_lacks(tmp_path, data_root):
+    """scripts/whole_space_groups.py: a whole-space matmul group of today's kernel copied without three of its valid
+    configs is incomplete and lacks exactly three; the group as recorded is complete and lacks none."""
+    import pyarrow.dataset as pads
+
+    from costmodel import dataset, space
+    from costmodel.hardware import KNOWN
+    from costmodel.kernels import get_family
+
+    wsg, fam, hw = _script_module("whole_space_groups"), get_family("matmul"), KNOWN["nvidia-h200"]
+    swept = dataset.read(data_root, ["group_id"], (pads.field("kernel") == "matmul") & pads.field("exhaustive")
+                         & pads.field("source_hash").isin(list(fam.group_hashes)))
+    rows = dataset.read(data_root, None, pads.field("group_id") == swept["group_id"][0].as_py()).to_pylist()
+    problem, dtype = json.loads(rows[0]["problem_json"]), rows[0]["dtype"]
+    valid = {dataset.canonical_json(c) for c in space.enumerate_valid(fam, problem, dtype, hw)}
+    dropped = sorted(valid)[:3]
+    less = [r for r in rows if r["config_json"] not in dropped]
+    for root, keep in ((tmp_path / "whole", rows), (tmp_path / "less", less)):
+        dataset.write_shard(root, hw.gpu, "matmul", "old", [{k: v for k, v in r.items() if k not in dataset.PARTITIONS}
+                                                             for r in keep])
+        (g,) = wsg.groups(str(root), None)
+        assert (g["complete"], g["lacking"]) == ((True, 0) if keep is rows else (False, 3))
+        assert wsg.summary([g])["matmul"]["lacking"] == g["lacking"]
