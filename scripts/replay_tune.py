@@ -64,8 +64,9 @@ def replay_ratios(t: pa.Table, cm, setting: str, explore: int = 0) -> tuple[list
         for g, family, problem, dtype, best, exhaustive in groups(t):
             # the group's own rows: a shape measured under two kernel hashes has a group for each
             bench = ReplayBenchmarker(g)
-            res = tune_mod.tune(family, problem, dtype, bench, k=k, cost_model=cm, hw=KNOWN[cm.gpu],
-                                configs=bench.recorded_configs(family, problem, dtype, KNOWN[cm.gpu]), budget_s=budget,
+            hw = KNOWN[cm.gpu]
+            res = tune_mod.tune(family, problem, dtype, bench, k=k, cost_model=cm, hw=hw,
+                                configs=bench.recorded_configs(family, problem, dtype, hw), budget_s=budget,
                                 objective="graph", explore=explore)  # GPU time, as the recorded best is
             ratios.append(best / res.best["latency_ms"])
             swept.append(exhaustive)

@@ -193,3 +193,22 @@ def test_fallback_without_a_gpu_says_to_pass_hw():
     message = str(caught[0].message)
     assert "no CUDA GPU is visible" in message and "hw=" in message and "--predict-only" not in message
     assert len(picked) == min(len(CONFIGS), 4 * 2)
+
+
+def test_a_decode_shape_ranks_no_group_m_twin_of_the_space_and_reads_a_users_as_its_twin(h200_model):
+    """On a decode shape (one row of tiles), the whole space's ranking holds no GROUP_M=1 config (its GROUP_M=8 twin
+    runs the same tiles), while a user's own GROUP_M=1 configs rank as valid: before a config the family refuses."""
+    from tuner.decorator import _Ranker, family_config, space_configs
+
+    problem = {"M": 8, "N": 8192, "K": 8192}
+    whole = _Ranker("f", "matmul", 8, HW, h200_model, {}, whole_space=True)
+    ranked = whole.rank(space_configs(FAM), problem, "float16", HW, h200_model)
+    assert ranked and all(c.kwargs["GROUP_M"] == 8 for c in ranked)
+    users = [triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 1}, num_warps=4, num_stages=s)
+             for s in (2, 3)]
+    refused = triton.Config({"BLOCK_M": 256, "BLOCK_N": 256, "BLOCK_K": 128, "GROUP_M": 1}, num_warps=4, num_stages=5)
+    own = _Ranker("f", "matmul", 8, HW, h200_model, {}, whole_space=False)
+    dicts = [family_config(FAM, c, FAM.default_config(problem, "float16", HW)) for c in (*users, refused)]
+    assert [own.valid(problem, "float16", d, HW) for d in dicts] == [True, True, False]
+    assert not any(whole.valid(problem, "float16", d, HW) for d in dicts)
+    assert own.rank([refused, *users], problem, "float16", HW, h200_model)[-1] is refused

@@ -138,16 +138,20 @@ class _Ranker:
         except CostModelError as e:
             return self.fallback(configs, problem, dtype, hw, str(e))
 
+    def valid(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> bool:
+        """Whether ``config`` is valid for the problem: of the whole space, as the family says; of a user's own list,
+        where its twin is (``KernelFamily.twin``: it runs what a config the space keeps runs)."""
+        return self.fam.is_valid(problem, dtype, config if self.whole_space else self.fam.twin(problem, config), hw)
+
     def rank(self, configs: list[triton.Config], problem: Problem, dtype: str, hw: HardwareRecord,
              cost_model) -> list[triton.Config]:
-        """``configs`` predicted fastest first: valid ones for the problem (a config the space leaves to its twin,
-        ``KernelFamily.twin``, runs what a valid config runs), then (for a user's own list only) the ones the family
-        deems invalid; all scored in one batch."""
+        """``configs`` predicted fastest first: valid ones for the problem (``valid``), then (for a user's own list
+        only) the ones the family deems invalid; all scored in one batch."""
         from costmodel import features, model
 
         default = self.fam.default_config(problem, dtype, hw)
         dicts = [family_config(self.fam, c, default) for c in configs]
-        valid = np.array([self.fam.is_valid(problem, dtype, self.fam.twin(problem, d), hw) for d in dicts], bool)
+        valid = np.array([self.valid(problem, dtype, d, hw) for d in dicts], bool)
         scores = model.score(cost_model, features.candidates_table(self.family, problem, dtype, dicts, hw))
         order = np.lexsort((-scores, ~valid))  # valid first, then by score, ties in list order
         if self.whole_space:
@@ -167,7 +171,7 @@ class _Ranker:
                 dicts = [family_config(self.fam, c, default) for c in configs]
             except CostModelError:
                 dicts = []
-            keep = [i for i, d in enumerate(dicts) if self.fam.is_valid(problem, dtype, self.fam.twin(problem, d), hw)]
+            keep = [i for i, d in enumerate(dicts) if self.valid(problem, dtype, d, hw)]
             if keep:
                 pool, dicts = [configs[i] for i in keep], [dicts[i] for i in keep]
                 must += [i for i, d in enumerate(dicts[1:], 1) if d == default][:1]
