@@ -18,18 +18,15 @@ from pathlib import Path
 import click
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))
-import tuner.tune as tune_mod  # noqa: E402
 from costmodel import dataset, evaluation, model  # noqa: E402
-from costmodel.benchmark import ReplayBenchmarker  # noqa: E402
 from costmodel.hardware import KNOWN  # noqa: E402
-from group_m_twins import MATMUL, as_twins  # noqa: E402
-from replay_tune import _figures, emit, groups  # noqa: E402
+from group_m_twins import MATMUL, tune_ratios  # noqa: E402
+from replay_tune import _figures, emit  # noqa: E402
 
 
 def read_as_twins(table: pa.Table) -> pa.Table:
@@ -46,23 +43,11 @@ def read_as_twins(table: pa.Table) -> pa.Table:
     return table.sort_by([("group_id", "ascending"), ("config_json", "ascending")])
 
 
-def replay(cm, data: pa.Table, gpu: str) -> dict:
-    """best / tune's best over ``cm``'s held-out whole-space groups of ``data`` (the rows as recorded)."""
-    hw = KNOWN[gpu]
-    t = data.filter(pc.is_in(data["group_id"], pa.array(sorted(set(cm.meta["heldout"]["groups"])))))
-    every, skinny = [], []
-    for g, family, problem, dtype, _, exhaustive in groups(t):
-        if not exhaustive:
-            continue
-        g = as_twins(g, problem) if family == "matmul" else g
-        best = pc.min(g.filter(pc.equal(g["status"], "ok"))["latency_ms"]).as_py()
-        bench = ReplayBenchmarker(g)
-        res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, objective="graph",
-                            configs=bench.recorded_configs(family, problem, dtype, hw))
-        every.append(best / res.best["latency_ms"])
-        if family == "matmul" and problem["M"] <= 64:
-            skinny.append(every[-1])
-    return {"all": _figures(np.array(every)), "skinny": _figures(np.array(skinny))}
+def replay(cm, rows: pa.Table) -> dict:
+    """best / tune's best over ``cm``'s held-out whole-space groups of ``rows`` (as recorded), all and skinny."""
+    got = tune_ratios(cm, rows, KNOWN[cm.gpu])
+    skinny = [r for f, p, _, r in got if f == "matmul" and p["M"] <= 64]
+    return {"all": _figures(np.array([r[-1] for r in got])), "skinny": _figures(np.array(skinny))}
 
 
 @click.command()
@@ -78,7 +63,7 @@ def main(data: str, seeds: str, out: str | None) -> None:
         for name, t in readings.items():
             booster, meta, _ = evaluation.train_model(t, gpu, model.TrainParams(seed=seed), seed, None)
             cm = model.CostModel(booster, meta)
-            result.setdefault(f"seed {seed}", {})[name] = {"data_hash": meta["data"]["hash"], **replay(cm, rows, gpu)}
+            result.setdefault(f"seed {seed}", {})[name] = {"data_hash": meta["data"]["hash"], **replay(cm, rows)}
             print(f"seed {seed} {name}: {result[f'seed {seed}'][name]['all']}", file=sys.stderr, flush=True)
     emit(result, Path(out) if out else None)
 

@@ -82,29 +82,33 @@ def as_twins(g: pa.Table, problem: dict) -> pa.Table:
     return g
 
 
-def replays(data: str) -> dict:
-    """best / tune's best on the shipped model's held-out whole-space groups, before and after."""
-    cm = model.load("nvidia-h200", gpu="nvidia-h200")
-    hw = KNOWN[cm.gpu]
-    t = dataset.read(data)
-    t = t.filter(pc.is_in(t["group_id"], pa.array(sorted(set(cm.meta["heldout"]["groups"])))))
-    ratios, changed = {"before": [], "after": []}, []
+def tune_ratios(cm, rows: pa.Table, valid_on) -> list[tuple[str, dict, str, float]]:
+    """(kernel, problem, dtype, best / tune's best) of each of ``cm``'s held-out whole-space groups in ``rows``, each
+    matmul config read at its valid twin's time; the candidates are the recorded configs valid on ``valid_on`` (a
+    hardware record; None: every one recorded)."""
+    t = rows.filter(pc.is_in(rows["group_id"], pa.array(sorted(set(cm.meta["heldout"]["groups"])))))
+    out = []
     for g, family, problem, dtype, _, exhaustive in groups(t):
         if not exhaustive:
             continue
         g = as_twins(g, problem) if family == "matmul" else g
         best = pc.min(g.filter(pc.equal(g["status"], "ok"))["latency_ms"]).as_py()
-        bench, got = ReplayBenchmarker(g), {}
-        for name, valid_on in (("before", None), ("after", hw)):
-            res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=hw, objective="graph",
-                                configs=bench.recorded_configs(family, problem, dtype, valid_on))
-            got[name] = best / res.best["latency_ms"]
-            ratios[name].append(got[name])
-        if abs(got["before"] - got["after"]) > 1e-4:
-            changed.append({"kernel": family, "problem": problem, "dtype": dtype,
-                            **{k: round(v, 4) for k, v in got.items()}})
-    return {"model_data_hash": cm.meta["data"]["hash"], **{k: _figures(np.array(v)) for k, v in ratios.items()},
-            "changed": changed}
+        bench = ReplayBenchmarker(g)
+        res = tune_mod.tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=KNOWN[cm.gpu], objective="graph",
+                            configs=bench.recorded_configs(family, problem, dtype, valid_on))
+        out.append((family, problem, dtype, best / res.best["latency_ms"]))
+    return out
+
+
+def replays(data: str) -> dict:
+    """best / tune's best on the shipped model's held-out whole-space groups, before and after."""
+    cm = model.load("nvidia-h200", gpu="nvidia-h200")
+    rows = dataset.read(data)
+    before, after = tune_ratios(cm, rows, None), tune_ratios(cm, rows, KNOWN[cm.gpu])
+    changed = [{"kernel": f, "problem": p, "dtype": d, "before": round(b, 4), "after": round(a, 4)}
+               for (f, p, d, b), (*_, a) in zip(before, after) if abs(b - a) > 1e-4]
+    return {"model_data_hash": cm.meta["data"]["hash"], "before": _figures(np.array([r[-1] for r in before])),
+            "after": _figures(np.array([r[-1] for r in after])), "changed": changed}
 
 
 @click.command()
