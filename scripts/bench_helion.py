@@ -395,13 +395,14 @@ def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int | float]:
     from tuner.helion import CostModelAutotuner
     out = {}
     for pair in pairs:
-        name, _, value = pair.partition("=")
+        name, _, text = pair.partition("=")
         try:
-            out[name] = (float if name == "tolerance" else int)(value)
+            value = (float if name == "tolerance" else int)(text)
         except ValueError:
-            out[name] = -1
-        if name not in names or out[name] < 0:
+            value = -1
+        if name not in names or value < 0:
             raise click.BadParameter(f"{pair!r}: NAME=N with NAME one of {', '.join(names)}", param_hint="--recipe")
+        out[name] = value
     try:  # the tuner's own checks (radius 0 reaches nothing), here before any tune or row is read
         CostModelAutotuner(objective=OBJECTIVE, **out)
     except CostModelError as e:

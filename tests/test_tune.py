@@ -78,7 +78,7 @@ def test_a_tune_times_no_two_configs_that_run_one_kernel(heldout):
         if family != "matmul" or problem["M"] > 64:
             continue
         cands = bench.recorded_configs(family, problem, dtype, HW)
-        assert len(cands) < len(bench.recorded_configs(family, problem, dtype)) or len(cands) < 16
+        assert len(cands) < len(bench.recorded_configs(family, problem, dtype)), problem
         res = tune(family, problem, dtype, bench, k=8, cost_model=cm, hw=HW, configs=cands, objective="graph")
         timed = {dataset.canonical_json(m.config): m.config for m in res.measurements}  # finalists re-timed once
         assert len({dataset.canonical_json(fam.twin(problem, c)) for c in timed.values()}) == len(timed), problem
