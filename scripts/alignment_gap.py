@@ -3,9 +3,10 @@ best recorded config's rate, pooled by whether the rows its loads run along lie 
 TMA needs, and without which Triton does not vectorise, nor, for matmul, pipeline, the loads along them: BENCHMARKS,
 session 14). matmul: TFLOPS, by A's rows (K) and B's and C's (N), groups of at least ``--min-gflop``; the row-wise
 families: GB/s of their least traffic (``min_bytes``), by the rows (N), groups of at least ``--min-mb``. Whole-space
-groups and sampled ones apart.
+groups and sampled ones apart. With ``--line 128`` the aligned rows part further: those 128 bytes apart (a whole
+cache line) and those 16 but not 128 (session 41: every large shape of issue 17 short of torch.matmul has such rows).
 
-    .venv/bin/python scripts/alignment_gap.py [--data data] [--min-gflop 10] [--min-mb 64] [--out alignment_gap.json]
+    .venv/bin/python scripts/alignment_gap.py [--data data] [--min-gflop 10] [--min-mb 64] [--line 128] [--out FILE]
 """
 
 from __future__ import annotations
@@ -40,21 +41,26 @@ def best_rows(root: str, kernel: str) -> list[dict]:
             for r, w in zip(t.take(starts).to_pylist(), whole)]
 
 
-def aligned(n: int, dtype: str) -> str:
-    return "aligned" if n * DTYPE_BYTES[dtype] % 16 == 0 else "unaligned"
+def aligned(n: int, dtype: str, line: int | None = None) -> str:
+    """Rows of ``n`` elements: "aligned" (16 bytes apart, what TMA takes) or "unaligned"; with ``line``, aligned rows
+    part into "aligned to {line}" and "aligned to 16 only"."""
+    row = n * DTYPE_BYTES[dtype]
+    if row % 16:
+        return "unaligned"
+    return "aligned" if line is None else f"aligned to {line}" if row % line == 0 else "aligned to 16 only"
 
 
-def pooled(root: str, kernel: str, min_gflop: float, min_mb: float) -> dict[str, list[dict]]:
+def pooled(root: str, kernel: str, min_gflop: float, min_mb: float, line: int | None = None) -> dict[str, list[dict]]:
     """The groups of enough work, by alignment class, each with its best config's ``rate``."""
     fam, classes = get_family(kernel), {}
     for r in best_rows(root, kernel):
         p, dtype = r["problem"], r["dtype"]
         if kernel == "matmul":  # TFLOPS
             work, floor, unit = fam.flops(p), min_gflop * 1e9, 1e12
-            name = f"A rows {aligned(p['K'], dtype)}, B and C rows {aligned(p['N'], dtype)}"
+            name = f"A rows {aligned(p['K'], dtype, line)}, B and C rows {aligned(p['N'], dtype, line)}"
         else:  # GB/s
             work, floor, unit = fam.min_bytes(p, dtype), min_mb * 1e6, 1e9
-            name = f"rows {aligned(p['N'], dtype)}"
+            name = f"rows {aligned(p['N'], dtype, line)}"
         if work >= floor:
             classes.setdefault(name, []).append({**r, "rate": work / (r["latency_ms"] * 1e-3) / unit})
     return classes
@@ -72,11 +78,13 @@ def summary(rows: list[dict]) -> dict:
 @click.option("--data", default="data", show_default=True, type=click.Path(exists=True, file_okay=False))
 @click.option("--min-gflop", default=10.0, show_default=True, help="matmul groups of at least this much work")
 @click.option("--min-mb", default=64.0, show_default=True, help="row-wise groups moving at least this much")
+@click.option("--line", default=None, type=click.IntRange(32), help="part aligned rows by this many bytes too")
 @click.option("--out", default=None, help="write the JSON here as well")
-def main(data: str, min_gflop: float, min_mb: float, out: str | None) -> None:
-    result = {"data": data, "min_gflop": min_gflop, "min_mb": min_mb, "families": {}}
+def main(data: str, min_gflop: float, min_mb: float, line: int | None, out: str | None) -> None:
+    result = {"data": data, "min_gflop": min_gflop, "min_mb": min_mb, **({"line": line} if line else {}),
+              "families": {}}
     for kernel in ("matmul", *ROWWISE):
-        classes = pooled(data, kernel, min_gflop, min_mb)
+        classes = pooled(data, kernel, min_gflop, min_mb, line)
         result["families"][kernel] = {"rate": "TFLOPS" if kernel == "matmul" else "GB/s", "classes": {
             name: {"all": summary(rows), "whole_space": summary(w) if (w := [r for r in rows if r["exhaustive"]])
                    else None} for name, rows in sorted(classes.items())}}

@@ -1083,3 +1083,39 @@ def test_whole_space_groups_counts_the_configs_a_group_lacks(tmp_path, data_root
         (g,) = wsg.groups(str(root), None)
         assert (g["complete"], g["lacking"]) == ((True, 0) if keep is rows else (False, 3))
         assert wsg.summary([g])["matmul"]["lacking"] == g["lacking"]
+
+
+def test_alignment_gap_parts_aligned_rows_by_the_line_and_keeps_every_group(data_root):
+    """scripts/alignment_gap.py --line 128: each aligned class of the default parts into rows a whole line apart and
+    rows 16 bytes apart only, the groups the same; a 5000-element bf16 row (10,000 bytes) is aligned to 16 only."""
+    ag = _script_module("alignment_gap")
+    assert [ag.aligned(n, "bfloat16", 128) for n in (5000, 5120, 4095)] == [
+        "aligned to 16 only", "aligned to 128", "unaligned"]
+    plain, lined = ag.pooled(data_root, "matmul", 10, 64), ag.pooled(data_root, "matmul", 10, 64, 128)
+    by_group = {r["group_id"]: name for name, rows in lined.items() for r in rows}
+    assert sorted(by_group) == sorted(r["group_id"] for rows in plain.values() for r in rows)
+    for name, rows in plain.items():  # a group's class with the line is its class without, one aligned part picked
+        for r in rows:
+            assert by_group[r["group_id"]].replace("aligned to 128", "aligned").replace("aligned to 16 only",
+                                                                                          "aligned") == name
+    assert any("16 only" in name for name in lined)
+
+
+def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss_the_line(data_root, tmp_path):
+    """scripts/experiments/stride_probe.py --dry-run's choice: issue 17's large shapes that have a best config in the
+    former rows, then the data's largest whole-space matmul groups whose rows TMA takes but are not 128-byte apart."""
+    sp = _script_module("experiments/stride_probe")
+    rows = tmp_path / "gap.jsonl"
+    rows.write_text("".join(open(SCRIPTS / f"results/bench_matmul_gap-h200-2026-12-01-{s}.jsonl").read()
+                            for s in ("s9", "s10", "s11", "s13")))
+    todo = sp.shapes(str(rows), data_root, 3)
+    previous = [(p, d) for p, d, _, src in todo if src == "previous"]
+    from costmodel import benchmarks
+
+    assert previous == [(p, d) for _, p, d in benchmarks.KERNEL_GAP if p["M"] > 64]
+    data = [(p, d) for p, d, _, src in todo if src == "data"]
+    assert 0 < len(data) <= 3
+    for p, d in data:
+        assert p["M"] >= 1024 and (sp.misaligned(p["N"], 2) or sp.misaligned(p["K"], 2))
+        assert p["N"] * 2 % 16 == 0 == p["K"] * 2 % 16
+    assert not sp.misaligned(5120, 2) and sp.misaligned(5000, 2) and not sp.misaligned(4095, 2)

@@ -1,0 +1,151 @@
+"""Issue 17: does the row stride's alignment to 128 bytes explain the large shapes' gap to cuBLAS?
+
+Every large shape of issue 17 still short of torch.matmul has rows of B and C that are 16-byte aligned (so TMA takes
+them) but not 128-byte aligned: 3000x5000x1000 bf16 (a row of 10,000 bytes, 16 past a multiple of 128; 0.77 of
+torch), 6000^3 fp16 (96 past; 0.94-0.97) and 10000x2000x3000 fp16 (32 past; 0.95). 8192x3072x1000 bf16, whose rows
+of B and C are 128-byte aligned (only A's are not), reaches 0.99, and its 128x256x64 tile runs in 13.4 us against
+3000x5000x1000's 17.2 us at the same K (session 30's rows). Among the data's whole-space groups, the one large shape
+with such rows in both operands (5308x2264x3640 bf16) peaks at 544 TFLOPS, against 640-800 for shapes of its size
+whose rows are 128-byte aligned (CPU, the recorded rows). A hint, not a measurement.
+
+This probe measures it on the GPU. Per shape, the family's best config (``--previous``: bench_matmul_gap.py rows;
+with ``--data-groups N`` also the best recorded config of the N largest whole-space groups of the data with such
+rows) is bound to the same values in tensors whose rows start 128 bytes apart (a view of the first columns of a
+wider buffer, ``PAD`` elements a row) for A, B, C, and all three, each variant checked against torch first. Then
+do_bench (L2 flushed) times every variant, torch.matmul on the natural and on the padded tensors, and the copy of B
+into its padded buffer (what a launcher that pads would pay each call), in alternating rounds, in this one call.
+
+    PYTHONPATH=. python3 scripts/experiments/stride_probe.py --previous rows.jsonl [--data-groups 3] [--out FILE]
+    .venv/bin/python scripts/experiments/stride_probe.py --previous rows.jsonl --dry-run   # CPU: what it would time
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import sys
+from pathlib import Path
+
+import click
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
+from benchlib import alternating, best_by_shape, log, shape_key  # noqa: E402
+from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
+
+PAD = 64  # elements a padded row is rounded up to: 128 bytes at 2 bytes an element (the issue's dtypes)
+LINE = 128  # bytes
+
+
+def misaligned(cols: int, e: int) -> bool:
+    """Rows of ``cols`` elements are 16-byte aligned (TMA takes them) but not ``LINE``-byte aligned."""
+    return cols * e % 16 == 0 and cols * e % LINE != 0
+
+
+def shapes(previous: str, data: str, data_groups: int) -> list[tuple[dict, str, dict, str]]:
+    """(problem, dtype, config, where the config comes from): issue 17's large shapes with a best config in
+    ``previous``, then the data's largest whole-space matmul groups whose rows of B or A are misaligned."""
+    from costmodel import benchmarks
+
+    former = best_by_shape(previous)
+    out = [(p, d, former[shape_key(p, d)]["best_config"], "previous") for fam, p, d in benchmarks.KERNEL_GAP
+           if p["M"] > 64 and shape_key(p, d) in former]
+    return out + data_shapes(data, data_groups) if data_groups else out
+
+
+def data_shapes(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
+    import numpy as np
+
+    from costmodel import model
+
+    table, _ = model.training_table(data)
+    t = table.select(["kernel", "dtype", "problem_json", "group_id", "exhaustive", "config_json", "latency_ms"])
+    t = t.to_pandas()
+    t = t[(t.kernel == "matmul") & t.exhaustive & t.latency_ms.notna()]
+    best = t.loc[t.groupby("group_id").latency_ms.idxmin()]
+    rows = []
+    for r in best.itertuples():
+        p = json.loads(r.problem_json)
+        e = DTYPE_BYTES[r.dtype]
+        tma_takes = p["N"] * e % 16 == 0 == p["K"] * e % 16
+        if p["M"] >= 1024 and tma_takes and (misaligned(p["N"], e) or misaligned(p["K"], e)):
+            rows.append((float(np.prod([p["M"], p["N"], p["K"]])), p, r.dtype, json.loads(r.config_json)))
+    rows.sort(key=lambda x: -x[0])
+    return [(p, d, c, "data") for _, p, d, c in rows[:n]]
+
+
+def padded(t):
+    """``t``'s values in a view whose rows start ``PAD`` elements apart (the first columns of a wider buffer)."""
+    import torch
+
+    rows, cols = t.shape
+    wide = torch.empty(rows, -(-cols // PAD) * PAD, device=t.device, dtype=t.dtype)[:, :cols]
+    return wide.copy_(t)
+
+
+def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict:
+    import torch
+    from triton.testing import do_bench
+
+    a, b = fam.make_inputs(problem, dtype, "cuda")
+    ref = fam.reference(problem, (a, b))
+    c = fam.make_output(problem, dtype, "cuda")
+    pa, pb, pc = padded(a), padded(b), padded(c)
+    tensors = {"natural": (a, b, c), "pad_a": (pa, b, c), "pad_b": (a, pb, c), "pad_c": (a, b, pc),
+               "pad_all": (pa, pb, pc)}
+    timed = {"torch": lambda: torch.matmul(a, b), "torch_pad_ab": lambda: torch.matmul(pa, pb),
+             "copy_b": lambda: pb.copy_(b)}
+    row = {"problem": problem, "dtype": dtype, "config": config, "strides": {}, "rel_err": {}}
+    for name, (x, y, o) in tensors.items():
+        row["strides"][name] = [x.stride(0), y.stride(0), o.stride(0)]
+        if name != "natural" and row["strides"][name] == row["strides"]["natural"]:
+            continue  # nothing padded: the natural variant already is this one
+        o.fill_(float("nan"))
+        try:
+            fn = fam.bind(problem, (x, y), o, config, hw)
+            fn()
+            torch.cuda.synchronize()
+        except Exception as e:  # noqa: BLE001 - refused by Triton or the driver: recorded, the rest go on
+            row["rel_err"][name] = f"{type(e).__name__}: {str(e)[:200]}"
+            continue
+        row["rel_err"][name] = err = float((o.float() - ref).norm() / ref.norm())
+        if err <= fam.tolerance[dtype]:
+            timed[name] = fn
+    ms = {k: statistics.median(v) for k, v in
+          alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
+    base = ms.get("natural")
+    return row | {"ms": ms, "vs_natural": {k: base / v for k, v in ms.items() if base and k not in ("copy_b",)},
+                  "vs_torch": {k: ms["torch"] / v for k, v in ms.items() if k != "copy_b"}}
+
+
+@click.command()
+@click.option("--previous", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="bench_matmul_gap.py rows: each shape's best config of the family")
+@click.option("--data", default=str(ROOT / "data"), show_default=True)
+@click.option("--data-groups", default=0, show_default=True,
+              help="also the N largest whole-space groups of the data with misaligned rows")
+@click.option("--rounds", default=6, show_default=True)
+@click.option("--dry-run", is_flag=True, help="print the shapes and configs it would time (CPU), time nothing")
+@click.option("--out", default="stride_probe.jsonl", show_default=True)
+def main(previous: str, data: str, data_groups: int, rounds: int, dry_run: bool, out: str) -> None:
+    from costmodel import hardware
+    from costmodel.kernels import get_family
+
+    todo = shapes(previous, data, data_groups)
+    if dry_run:
+        for p, d, c, src in todo:
+            print(json.dumps({"problem": p, "dtype": d, "config": c, "from": src, "misaligned":
+                              {"A": misaligned(p["K"], DTYPE_BYTES[d]), "B_C": misaligned(p["N"], DTYPE_BYTES[d])}}))
+        return
+    fam, hw = get_family("matmul"), hardware.current()
+    with open(out, "a") as sink:
+        for p, d, c, src in todo:
+            row = {**probe(fam, p, d, c, hw, rounds), "from": src}
+            log(json.dumps(row))
+            sink.write(json.dumps(row) + "\n")
+            sink.flush()
+
+
+if __name__ == "__main__":
+    main()
