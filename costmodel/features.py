@@ -9,10 +9,9 @@ arguments on; the families' strides are products of their dims), each family con
 terms, computed column-wise by the family itself (``KernelFamily.terms``, the same formulas its launcher and
 validity use): tiles and programs launched, tail splits, shared memory per block, estimated registers and
 occupancy, loop trips and the last iteration's share, elements per thread, bytes and FLOPs per tile, the work
-padded tiles add in the tile's rows, columns and loop, TMA eligibility, work units, loads in flight, memory moved
-beyond the least. This module only encodes them, and adds what every family shares: waves over the SMs and the fill
-of the last one, tiles left over a whole number of SM-waves, the share of SMs busy, shared memory against the limit,
-intensities, the roofline memory time with and without the schedule's extra traffic. A family without terms gets only the generic features
+padded tiles add in the tile's rows, columns and loop, TMA eligibility. This module only encodes them, and adds
+what every family shares: waves over the SMs and the fill of the last one, tiles left over a whole number of
+SM-waves, shared memory against the limit, intensities. A family without terms gets only the generic features
 (its derived ones are missing values, which XGBoost handles).
 
 Bump ``FEATURE_SCHEMA_VERSION`` on any change to a formula; names are checked separately on load.
@@ -33,7 +32,7 @@ from costmodel.hardware import HardwareRecord
 from costmodel.kernels import family_names, get_family
 from costmodel.kernels.base import DTYPE_BYTES, Config, Problem
 
-FEATURE_SCHEMA_VERSION = 7
+FEATURE_SCHEMA_VERSION = 6
 
 _LOG_DIMS = ("M", "N", "K", "B", "H", "S", "D")
 _FLAG_DIMS = ("CAUSAL",)
@@ -44,13 +43,13 @@ _HW = ("sm_count", "smem_per_block", "smem_per_sm", "regs_per_sm", "l2_bytes", "
 # what each family's deriver returns, per row of that family
 _DERIVED = ("tiles", "programs", "splits", "smem", "regs", "occupancy", "loop_trips", "critical_steps", "loop_remainder",
             "elems_per_thread", "bytes_per_tile", "flops_per_tile", "padding", "pad_rows", "pad_cols", "pad_loop", "flops",
-            "min_bytes", "tma_ok", "work_units", "inflight_bytes", "partial_bytes")
+            "min_bytes", "tma_ok")
 # derived terms given to the model as log2, then as plain ratios
 _LOG_TERMS = ("tiles", "programs", "splits", "tiles_per_program", "waves", "loop_trips", "critical_steps",
               "elems_per_thread", "bytes_per_tile", "flops_per_tile", "tile_intensity", "arith_intensity", "flops",
-              "min_bytes", "mem_time_us", "bytes_over_l2", "inflight_bytes", "traffic_us")
+              "min_bytes", "mem_time_us", "bytes_over_l2")
 _RATIO_TERMS = ("occupancy", "regs", "smem_frac", "smem_over", "last_wave_fill", "tiles_over_sms", "padding", "pad_rows",
-                "pad_cols", "pad_loop", "loop_remainder", "tma_ok", "busy_sms")
+                "pad_cols", "pad_loop", "loop_remainder", "tma_ok")
 
 COLUMNS = ("kernel", "dtype", *(f"dim_{d}" for d in dataset.DIMS), *(f"cfg_{k}" for k in dataset.KNOBS),
            *(f"hw_{h}" for h in _HW))
@@ -120,10 +119,6 @@ def _combined_terms(c: Cols, d: Cols) -> Cols:
         "arith_intensity": d["flops"] / d["min_bytes"],
         "mem_time_us": d["min_bytes"] / (c["mem_bandwidth_gbs"] * 1e3),
         "bytes_over_l2": d["min_bytes"] / c["l2_bytes"],
-        # the least traffic and what a family's schedule adds to it (a split tail's partial sums), at full bandwidth
-        "traffic_us": (d["min_bytes"] + d["partial_bytes"]) / (c["mem_bandwidth_gbs"] * 1e3),
-        # SMs with work at once: a grid of fewer programs than SMs leaves bandwidth and tensor cores idle
-        "busy_sms": np.minimum(d["work_units"], c["sm_count"]) / c["sm_count"],
     }
 
 

@@ -251,10 +251,8 @@ class KernelFamily(ABC):
         """The family's estimates of what a config does, column-wise over rows of one family (``Cols``): tiles,
         programs, splits, smem, regs, occupancy, loop_trips, loop_remainder, elems_per_thread, bytes_per_tile,
         flops_per_tile, padding (work launched over work needed) and its parts pad_rows, pad_cols, pad_loop, flops,
-        min_bytes, tma_ok (whether the problem's strides allow TMA), work_units (what programs take up: tiles, a
-        split tile once a part), inflight_bytes (loads the resident programs hold in flight) and partial_bytes
-        (memory a schedule moves beyond the least: a split tail's partial sums). A family without them gets the
-        generic features only (``costmodel.features``)."""
+        min_bytes, tma_ok (whether the problem's strides allow TMA). A family without them gets the generic
+        features only (``costmodel.features``)."""
         return {}
 
     # --- costs for roofline figures -------------------------------------------------------------------

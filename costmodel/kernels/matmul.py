@@ -411,17 +411,13 @@ class Matmul(KernelFamily):
         regs = np.minimum(255.0, 32 + acc + (bm + bn) * bk * e / 4 / threads)
         pad_rows, pad_cols, pad_loop = np.ceil(M / bm) * bm / M, np.ceil(N / bn) * bn / N, np.ceil(K / bk) * bk / K
         splitting = (c["SPLIT_TAIL"] > 0) & (split_tiles > 0)
-        occupancy = resident_programs(c, smem, regs)
-        units = np.where(splitting, tiles - split_tiles + split_tiles * parts, tiles)
-        # a stage's operand rows that exist (TMA fetches no row past M or N; a decode tile's 64 rows hold M of them)
-        stage = (np.minimum(bm, M) + np.minimum(bn, N)) * bk * e
         return {
             "tiles": tiles,
             "programs": programs_of(c, tiles, split_tiles),
             "splits": np.where(c["SPLIT_TAIL"] > 0, parts, 1.0),
             "smem": smem,
             "regs": regs,
-            "occupancy": occupancy,
+            "occupancy": resident_programs(c, smem, regs),
             "loop_trips": np.ceil(K / bk),
             "critical_steps": busiest_sm_steps(c, tiles, np.ceil(K / bk), np.where(splitting, split_tiles, 0.0), parts),
             "loop_remainder": np.mod(K, bk) / bk,
@@ -433,13 +429,6 @@ class Matmul(KernelFamily):
             "flops": self.flops(c),
             "min_bytes": _bytes(c),
             "tma_ok": tma_ok(c) * 1.0,
-            "work_units": units,
-            # loads the resident programs hold in flight, all stages but the one being used: what a memory-bound
-            # (decode) config's bandwidth rests on. With the split tail's partial tiles (fp32, written and read back
-            # once each) and its busy SMs, schema 7's terms: none alone moved the skinny or unaligned matmuls'
-            # cross-validation, the three together lifted both (session 41, BENCHMARKS)
-            "inflight_bytes": np.minimum(units, c["sm_count"] * occupancy) * np.maximum(c["num_stages"] - 1, 1) * stage,
-            "partial_bytes": np.where(splitting, split_tiles * parts * bm * bn * 4 * 2, 0.0),
         }
 
     def flops(self, problem: Problem) -> float:
