@@ -1119,3 +1119,8 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
         assert p["M"] >= 1024 and (sp.misaligned(p["N"], 2) or sp.misaligned(p["K"], 2))
         assert p["N"] * 2 % 16 == 0 == p["K"] * 2 % 16
     assert not sp.misaligned(5120, 2) and sp.misaligned(5000, 2) and not sp.misaligned(4095, 2)
+    import torch
+
+    for t in (torch.randn(30, 5000).to(torch.bfloat16), torch.randn(7, 500)):  # the values, rows a line apart
+        p = sp.padded(t)
+        assert torch.equal(p, t) and p.stride(0) * p.element_size() % sp.LINE == 0 and p.stride(0) > t.shape[1]

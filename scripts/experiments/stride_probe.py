@@ -4,14 +4,15 @@ Every large shape of issue 17 still short of torch.matmul has rows of B and C th
 them) but not 128-byte aligned: 3000x5000x1000 bf16 (a row of 10,000 bytes, 16 past a multiple of 128; 0.77 of
 torch), 6000^3 fp16 (96 past; 0.94-0.97) and 10000x2000x3000 fp16 (32 past; 0.95). 8192x3072x1000 bf16, whose rows
 of B and C are 128-byte aligned (only A's are not), reaches 0.99, and its 128x256x64 tile runs in 13.4 us against
-3000x5000x1000's 17.2 us at the same K (session 30's rows). Among the data's whole-space groups, the one large shape
-with such rows in both operands (5308x2264x3640 bf16) peaks at 544 TFLOPS, against 640-800 for shapes of its size
-whose rows are 128-byte aligned (CPU, the recorded rows). A hint, not a measurement.
+3000x5000x1000's 17.2 us at the same K (session 30's rows). In the data, matmuls of at least 10 GFLOP whose rows are
+all 128-byte aligned peak at a median 732 TFLOPS (192 groups), those with such rows in A alone at 564 (19), in all
+three at 391 (3; the one whole-space group among them, 5308x2264x3640 bf16, at 544): `alignment_gap.py --line 128`.
+Groups of different sizes: a hint, not a measurement.
 
 This probe measures it on the GPU. Per shape, the family's best config (``--previous``: bench_matmul_gap.py rows;
 with ``--data-groups N`` also the best recorded config of the N largest whole-space groups of the data with such
 rows) is bound to the same values in tensors whose rows start 128 bytes apart (a view of the first columns of a
-wider buffer, ``PAD`` elements a row) for A, B, C, and all three, each variant checked against torch first. Then
+wider buffer, rounded up to ``LINE`` bytes) for A, B, C, and all three, each variant checked against torch first. Then
 do_bench (L2 flushed) times every variant, torch.matmul on the natural and on the padded tensors, and the copy of B
 into its padded buffer (what a launcher that pads would pay each call), in alternating rounds, in this one call.
 
@@ -34,8 +35,7 @@ sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 from benchlib import alternating, best_by_shape, log, shape_key  # noqa: E402
 from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 
-PAD = 64  # elements a padded row is rounded up to: 128 bytes at 2 bytes an element (the issue's dtypes)
-LINE = 128  # bytes
+LINE = 128  # bytes a padded row is rounded up to
 
 
 def misaligned(cols: int, e: int) -> bool:
@@ -76,11 +76,13 @@ def data_shapes(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
 
 
 def padded(t):
-    """``t``'s values in a view whose rows start ``PAD`` elements apart (the first columns of a wider buffer)."""
+    """``t``'s values in a view whose rows start a multiple of ``LINE`` bytes apart (the first columns of a wider
+    buffer)."""
     import torch
 
     rows, cols = t.shape
-    wide = torch.empty(rows, -(-cols // PAD) * PAD, device=t.device, dtype=t.dtype)[:, :cols]
+    per_line = LINE // t.element_size()
+    wide = torch.empty(rows, -(-cols // per_line) * per_line, device=t.device, dtype=t.dtype)[:, :cols]
     return wide.copy_(t)
 
 
