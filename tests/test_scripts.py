@@ -1106,7 +1106,7 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
     former rows, then the data's largest whole-space matmul groups whose rows TMA takes but are not 128-byte apart."""
     sp = _script_module("experiments/stride_probe")
     rows = tmp_path / "gap.jsonl"
-    rows.write_text("".join(open(SCRIPTS / f"results/bench_matmul_gap-h200-2026-12-01-{s}.jsonl").read()
+    rows.write_text("".join((SCRIPTS / f"results/bench_matmul_gap-h200-2026-12-01-{s}.jsonl").read_text()
                             for s in ("s9", "s10", "s11", "s13")))
     todo = sp.shapes(str(rows), data_root, 3)
     previous = [(p, d) for p, d, _, src in todo if src == "previous"]
