@@ -11,10 +11,11 @@ Groups of different sizes: a hint, not a measurement.
 
 This probe measures it on the GPU. Per shape, the family's best config (``--previous``: bench_matmul_gap.py rows;
 with ``--data-groups N`` also the best recorded config of the N largest whole-space groups of the data with such
-rows) is bound to the same values in tensors whose rows start 128 bytes apart (a view of the first columns of a
-wider buffer, rounded up to ``LINE`` bytes) for A, B, C, and all three, each variant checked against torch first. Then
-do_bench (L2 flushed) times every variant, torch.matmul on the natural and on the padded tensors, and the copy of B
-into its padded buffer (what a launcher that pads would pay each call), in alternating rounds, in this one call.
+rows) is bound to the same values in tensors whose rows start a multiple of ``LINE`` bytes apart (a view of the
+first columns of a wider buffer) for A, B, C, A and B, and all three, each variant checked against torch first.
+Then do_bench (L2 flushed) times every variant, torch.matmul on the natural and on the padded tensors, and torch's
+strided copies of A and B into their padded buffers and of C out of its (what a launcher that pads would pay each
+call), in alternating rounds, in this one call. Session 41's first run (an H100) had no pad_ab and copied B alone.
 
     PYTHONPATH=. python3 scripts/experiments/stride_probe.py --previous rows.jsonl [--data-groups 3] [--out FILE]
     .venv/bin/python scripts/experiments/stride_probe.py --previous rows.jsonl --dry-run   # CPU: what it would time
@@ -95,9 +96,9 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     c = fam.make_output(problem, dtype, "cuda")
     pa, pb, pc = padded(a), padded(b), padded(c)
     tensors = {"natural": (a, b, c), "pad_a": (pa, b, c), "pad_b": (a, pb, c), "pad_c": (a, b, pc),
-               "pad_all": (pa, pb, pc)}
+               "pad_ab": (pa, pb, c), "pad_all": (pa, pb, pc)}
     timed = {"torch": lambda: torch.matmul(a, b), "torch_pad_ab": lambda: torch.matmul(pa, pb),
-             "copy_b": lambda: pb.copy_(b)}
+             "copy_a": lambda: pa.copy_(a), "copy_b": lambda: pb.copy_(b), "copy_c": lambda: c.copy_(pc)}
     row = {"problem": problem, "dtype": dtype, "config": config, "strides": {}, "rel_err": {}}
     for name, (x, y, o) in tensors.items():
         row["strides"][name] = [x.stride(0), y.stride(0), o.stride(0)]
@@ -117,8 +118,9 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     ms = {k: statistics.median(v) for k, v in
           alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
     base = ms.get("natural")
-    return row | {"ms": ms, "vs_natural": {k: base / v for k, v in ms.items() if base and k not in ("copy_b",)},
-                  "vs_torch": {k: ms["torch"] / v for k, v in ms.items() if k != "copy_b"}}
+    runs = {k: v for k, v in ms.items() if not k.startswith("copy_")}
+    return row | {"ms": ms, "vs_natural": {k: base / v for k, v in runs.items() if base},
+                  "vs_torch": {k: ms["torch"] / v for k, v in runs.items()}}
 
 
 @click.command()
