@@ -14,8 +14,9 @@ with ``--data-groups N`` also the best recorded config of the N largest whole-sp
 rows) is bound to the same values in tensors whose rows start a multiple of ``LINE`` bytes apart (a view of the
 first columns of a wider buffer) for A, B, C, A and B, and all three, each variant checked against torch first.
 Then do_bench (L2 flushed) times every variant, torch.matmul on the natural and on the padded tensors, and torch's
-strided copies of A and B into their padded buffers and of C out of its (what a launcher that pads would pay each
-call), in alternating rounds, in this one call. Session 41's first run (an H100) had no pad_ab and copied B alone.
+strided copies (``copy_*``) and a Triton row copy (``tcopy_*``, checked) of A and B into their padded buffers and of
+C out of its (what a launcher that pads would pay each call), in alternating rounds, in this one call. Session 41's
+first run (an H100) had no pad_ab and copied B alone; its second no Triton copy.
 
     PYTHONPATH=. python3 scripts/experiments/stride_probe.py --previous rows.jsonl [--data-groups 3] [--out FILE]
     .venv/bin/python scripts/experiments/stride_probe.py --previous rows.jsonl --dry-run   # CPU: what it would time
@@ -76,6 +77,37 @@ def data_shapes(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
     return [(p, d, c, "data") for _, p, d, c in rows[:n]]
 
 
+COPY_ROWS, COPY_COLS = 16, 256  # the block one program of the row copy moves (tma-pad's copy; a guess)
+
+
+def _copy_rows_kernel():
+    """A Triton kernel copying a matrix row by row between two row strides (what a launcher padding an operand would
+    run), built on first use so that the dry run needs no Triton."""
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def copy_rows(src, dst, ROWS, COLS, stride_src, stride_dst, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+        col_blocks = tl.cdiv(COLS, BLOCK_C)
+        rows = (tl.program_id(0) // col_blocks * BLOCK_R + tl.arange(0, BLOCK_R)).to(tl.int64)
+        cols = tl.program_id(0) % col_blocks * BLOCK_C + tl.arange(0, BLOCK_C)
+        mask = (rows[:, None] < ROWS) & (cols[None, :] < COLS)
+        tl.store(dst + rows[:, None] * stride_dst + cols[None, :],
+                 tl.load(src + rows[:, None] * stride_src + cols[None, :], mask=mask), mask=mask)
+
+    return copy_rows
+
+
+def row_copy(src, dst):
+    """A callable copying ``src`` into ``dst`` (same shape, rows back to back within each) with one Triton launch."""
+    import triton
+
+    kernel, (rows, cols) = _copy_rows_kernel(), src.shape
+    grid = (triton.cdiv(rows, COPY_ROWS) * triton.cdiv(cols, COPY_COLS),)
+    return lambda: kernel[grid](src, dst, rows, cols, src.stride(0), dst.stride(0), BLOCK_R=COPY_ROWS,
+                                BLOCK_C=COPY_COLS, num_warps=4)
+
+
 def padded(t):
     """``t``'s values in a view whose rows start a multiple of ``LINE`` bytes apart (the first columns of a wider
     buffer)."""
@@ -95,11 +127,17 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     ref = fam.reference(problem, (a, b))
     c = fam.make_output(problem, dtype, "cuda")
     pa, pb, pc = padded(a), padded(b), padded(c)
+    row = {"problem": problem, "dtype": dtype, "config": config, "strides": {}, "rel_err": {}}
     tensors = {"natural": (a, b, c), "pad_a": (pa, b, c), "pad_b": (a, pb, c), "pad_c": (a, b, pc),
                "pad_ab": (pa, pb, c), "pad_all": (pa, pb, pc)}
     timed = {"torch": lambda: torch.matmul(a, b), "torch_pad_ab": lambda: torch.matmul(pa, pb),
-             "copy_a": lambda: pa.copy_(a), "copy_b": lambda: pb.copy_(b), "copy_c": lambda: c.copy_(pc)}
-    row = {"problem": problem, "dtype": dtype, "config": config, "strides": {}, "rel_err": {}}
+             "copy_a": lambda: pa.copy_(a), "copy_b": lambda: pb.copy_(b), "copy_c": lambda: c.copy_(pc),
+             "tcopy_a": row_copy(a, pa), "tcopy_b": row_copy(b, pb), "tcopy_c": row_copy(pc, c)}
+    pc.normal_()
+    for name, (src, dst) in {"tcopy_a": (a, pa), "tcopy_b": (b, pb), "tcopy_c": (pc, c)}.items():
+        dst.fill_(float("nan"))  # poisoned: the copy must write every element
+        timed[name]()
+        row.setdefault("copy_ok", {})[name] = bool(torch.equal(src, dst))
     for name, (x, y, o) in tensors.items():
         row["strides"][name] = [x.stride(0), y.stride(0), o.stride(0)]
         if name != "natural" and row["strides"][name] == row["strides"]["natural"]:
@@ -118,7 +156,7 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     ms = {k: statistics.median(v) for k, v in
           alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
     base = ms.get("natural")
-    runs = {k: v for k, v in ms.items() if not k.startswith("copy_")}
+    runs = {k: v for k, v in ms.items() if "copy_" not in k}
     return row | {"ms": ms, "vs_natural": {k: base / v for k, v in runs.items() if base},
                   "vs_torch": {k: ms["torch"] / v for k, v in runs.items()}}
 
