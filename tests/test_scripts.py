@@ -1124,7 +1124,7 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
     for t in (torch.randn(30, 5000).to(torch.bfloat16), torch.randn(7, 500)):  # the values, rows a line apart
         p = sp.padded(t)
         assert torch.equal(p, t) and p.stride(0) * p.element_size() % sp.LINE == 0 and p.stride(0) > t.shape[1]
-        p.fill_(float("nan"))  # the probe's Triton row copy (under the interpreter here) writes every element, both ways
+        p.fill_(float("nan"))  # the probe's Triton row copy (the interpreter's here) writes every element, both ways
         sp.row_copy(t, p)()
         back = torch.full_like(t, float("nan"))
         sp.row_copy(p, back)()
