@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU host (no package index): install carried wheels, then run the named steps, writing
 # results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race
-# helion_retime helion_bg bg_probe gap ncu ws cluster stride split sweep. What collect writes goes to $OUT/data.tar:
+# helion_retime helion_bg bg_probe gap ncu ws cluster stride loads split sweep. What collect writes goes to $OUT/data.tar:
 # collect starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
 # and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
 # collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
@@ -189,6 +189,12 @@ step_stride() {  # issue 17: the family's best configs with rows 128-byte aligne
   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap_previous.jsonl
   timeout $(at_most ${STRIDE_TIMEOUT:-240} 15) python3 scripts/experiments/stride_probe.py \
     --previous /tmp/gap_previous.jsonl --out $OUT/stride_probe.jsonl ${STRIDE_ARGS:-} 2>&1 | tail -40
+}
+step_loads() {  # issue 17: the best TMA configs of misaligned shapes with A, B and C each through TMA, pointers or
+  # pointers told rows are 16-byte aligned, against the family's kernel and torch.matmul (LOADS_TIMEOUT, LOADS_ARGS)
+  cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap_previous.jsonl
+  timeout $(at_most ${LOADS_TIMEOUT:-240} 15) python3 scripts/experiments/load_probe.py \
+    --previous /tmp/gap_previous.jsonl --out $OUT/load_probe.jsonl ${LOADS_ARGS:-} 2>&1 | tail -40
 }
 step_startup() {  # issue 16: where a cold `costmodel tune` command's wall goes (since_start_s), a new process a shape
   local shape

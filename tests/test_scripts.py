@@ -1129,3 +1129,31 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
         back = torch.full_like(t, float("nan"))
         sp.row_copy(p, back)()
         assert torch.equal(p, t) and torch.equal(back, t)
+
+
+def test_load_probe_mixes_match_torch_and_the_hint_only_where_rows_are_16_bytes_apart(data_root, tmp_path):
+    """scripts/experiments/load_probe.py: it races only TMA configs without a split tail; every mix of TMA, pointer
+    and hinted pointer operands computes A @ B (the interpreter here) on rows 16-byte but not 128-byte aligned, both
+    schedules; the hint is given only where every stride and K are whole 16-byte vectors."""
+    lp = _script_module("experiments/load_probe")
+    rows = tmp_path / "gap.jsonl"
+    rows.write_text("".join((SCRIPTS / f"results/bench_matmul_gap-h200-2026-12-01-{s}.jsonl").read_text()
+                            for s in ("s9", "s10", "s11", "s13")))
+    todo = lp.todo(str(rows), data_root, 1)
+    assert todo and all(c["TMA"] and not c["SPLIT_TAIL"] for _, _, c, _ in todo)
+    assert len(todo) < len(lp.shapes(str(rows), data_root, 1))  # 4095^3's best is a pointer config
+    assert lp.vec(2, 1000, 5000, 5000, 1000, 5000) == 8 and lp.vec(2, 1000, 4095) == 1 and lp.vec(4, 12, 20) == 4
+    from costmodel import hardware
+    from costmodel.kernels import get_family
+
+    fam, hw, problem = get_family("matmul"), hardware.KNOWN["nvidia-h200"], {"M": 40, "N": 72, "K": 40}
+    a, b = fam.make_inputs(problem, "float16", "cpu")
+    ref = fam.reference(problem, (a, b))
+    assert lp.vec(2, a.stride(0), b.stride(0), problem["K"], problem["N"]) == 8
+    for persistent in (0, 1):
+        config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8, "TMA": 1, "PERSISTENT": persistent,
+                  "SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": persistent, "num_warps": 4, "num_stages": 2}
+        for mix in lp.MIXES:
+            c = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
+            lp.bound_mix(fam, problem, a, b, c, config, hw, mix)()
+            assert float((c.float() - ref).norm() / ref.norm()) < 1e-3, (persistent, mix)
