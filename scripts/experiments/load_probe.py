@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT / "scripts" / "experiments"))  # stride_probe
 from benchlib import alternating, log  # noqa: E402
 from stride_probe import padded, shapes  # noqa: E402
 
+from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 from costmodel.kernels.matmul import _tile_coords  # noqa: E402
 
 MODES = {"t": 0, "p": 1, "v": 2}  # an operand through TMA, pointers, or pointers told rows start 16 bytes apart
@@ -56,12 +57,40 @@ def todo(previous: str, data: str, data_groups: int) -> list[tuple[dict, str, di
 
 
 def vec(e: int, *values: int) -> int:
-    """The elements of a 16-byte vector (``16 // e``) when every value is a multiple of it, else 1: what the ``v``
-    mode may tell the compiler. Triton's own specialisation knows only whether an integer argument is a multiple of
-    16 (elements here), so rows of 1,000 bf16 (2,000 bytes, 16-byte aligned) read as unaligned: the pointer path's
-    loads and stores are scalar and its loads are not pipelined (no ``cp.async`` in the PTX, ``--compile``)."""
+    """The most elements (a power of two, at most a 16-byte vector's ``16 // e``) that every value is a multiple of:
+    what the ``v`` mode may tell the compiler. Triton's own specialisation knows only whether an integer argument is
+    a multiple of 16 (elements here), so rows of 1,000 bf16 (2,000 bytes, 16-byte aligned) read as unaligned: the
+    pointer path's loads and stores are scalar and its loads are not pipelined (no ``cp.async`` in the PTX,
+    ``--compile``)."""
     n = 16 // e
-    return n if all(v % n == 0 for v in values) else 1
+    while n > 1 and any(v % n for v in values):
+        n //= 2
+    return n
+
+
+def unaligned(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
+    """The ``n`` largest whole-space matmul groups of the data whose rows TMA refuses (not 16-byte aligned) but
+    which ``vec`` may hint (rows 4 or 8 bytes apart), with their best recorded config (a pointer config)."""
+    import numpy as np
+
+    from costmodel import model
+
+    table, _ = model.training_table(data)
+    t = table.select(["kernel", "dtype", "problem_json", "group_id", "exhaustive", "config_json", "latency_ms"])
+    t = t.to_pandas()
+    t = t[(t.kernel == "matmul") & t.exhaustive & t.latency_ms.notna()]
+    rows = []
+    for r in t.loc[t.groupby("group_id").latency_ms.idxmin()].itertuples():
+        p, e = json.loads(r.problem_json), DTYPE_BYTES[r.dtype]
+        if (p["K"] * e % 16 or p["N"] * e % 16) and vec(e, p["K"], p["N"]) > 1:
+            rows.append((float(np.prod([p["M"], p["N"], p["K"]])), p, r.dtype, json.loads(r.config_json)))
+    rows.sort(key=lambda x: -x[0])
+    return [(p, d, c, "data, unaligned") for _, p, d, c in rows[:n]]
+
+
+def mixes_of(config: dict) -> tuple[str, ...]:
+    """The mixes a config runs: all of ``MIXES`` for a TMA config, the two pointer modes for a pointer one."""
+    return MIXES if config["TMA"] else ("ppp", "vvv")
 
 
 # The family's kernel (``costmodel.kernels.matmul``) without the split tail, A, B and C each through TMA or pointers
@@ -164,7 +193,7 @@ def compiled(fam, problem: dict, dtype: str, config: dict, hw) -> dict:
 
     (a, b), c = meta_inputs(fam, problem, dtype)
     out = {}
-    for name in MIXES:
+    for name in mixes_of(config):
         try:
             ptx = bound_mix(fam, problem, a, b, c, config, hw, name, warmup=True)().asm["ptx"]
         except Exception as e:  # noqa: BLE001 - recorded, the rest go on
@@ -189,7 +218,7 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     row = {"problem": problem, "dtype": dtype, "config": config, "rel_err": {}}
     runs = {"family": lambda: fam.bind(problem, (a, b), c, config, hw),
             "pad_ab": lambda: fam.bind(problem, (pa, pb), c, config, hw)}
-    runs |= {m: (lambda m=m: bound_mix(fam, problem, a, b, c, config, hw, m)) for m in MIXES}
+    runs |= {m: (lambda m=m: bound_mix(fam, problem, a, b, c, config, hw, m)) for m in mixes_of(config)}
     timed = {"torch": lambda: torch.matmul(a, b)}
     for name, make in runs.items():
         c.fill_(float("nan"))
@@ -215,16 +244,19 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
 @click.option("--data", default=str(ROOT / "data"), show_default=True)
 @click.option("--data-groups", default=0, show_default=True,
               help="also the N largest whole-space groups of the data with misaligned rows")
+@click.option("--unaligned", "unaligned_groups", default=0, show_default=True,
+              help="also the N largest whole-space groups whose rows TMA refuses but vec may hint (pointer configs)")
 @click.option("--rounds", default=6, show_default=True)
 @click.option("--dry-run", is_flag=True, help="print the shapes and configs it would time (CPU), time nothing")
 @click.option("--compile", "compile_", is_flag=True,
               help="with --dry-run: also compile every mix for the H200 here and count its TMA and pointer loads")
 @click.option("--out", default="load_probe.jsonl", show_default=True)
-def main(previous: str, data: str, data_groups: int, rounds: int, dry_run: bool, compile_: bool, out: str) -> None:
+def main(previous: str, data: str, data_groups: int, unaligned_groups: int, rounds: int, dry_run: bool, compile_: bool,
+         out: str) -> None:
     from costmodel import hardware
     from costmodel.kernels import get_family
 
-    shapes_ = todo(previous, data, data_groups)
+    shapes_ = todo(previous, data, data_groups) + (unaligned(data, unaligned_groups) if unaligned_groups else [])
     if dry_run:
         if compile_:
             from triton.runtime import driver
@@ -233,7 +265,7 @@ def main(previous: str, data: str, data_groups: int, rounds: int, dry_run: bool,
 
             driver.set_active(target_only_driver())
         for p, d, c, src in shapes_:
-            row = {"problem": p, "dtype": d, "config": c, "from": src, "mixes": list(MIXES)}
+            row = {"problem": p, "dtype": d, "config": c, "from": src, "mixes": list(mixes_of(c))}
             if compile_:
                 row["ptx"] = compiled(get_family("matmul"), p, d, c, hardware.KNOWN["nvidia-h200"])
             print(json.dumps(row), flush=True)
