@@ -1131,10 +1131,11 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
         assert torch.equal(p, t) and torch.equal(back, t)
 
 
-def test_load_probe_mixes_match_torch_and_the_hint_only_where_rows_are_16_bytes_apart(data_root, tmp_path):
-    """scripts/experiments/load_probe.py: it races only TMA configs without a split tail; every mix of TMA, pointer
-    and hinted pointer operands computes A @ B (the interpreter here) on rows 16-byte but not 128-byte aligned, both
-    schedules; the hint is given only where every stride and K are whole 16-byte vectors."""
+def test_load_probe_mixes_match_torch_and_hint_the_vector_the_rows_allow(data_root, tmp_path):
+    """scripts/experiments/load_probe.py: it races TMA configs without a split tail (and, with --unaligned, the
+    largest groups whose rows TMA refuses, in the pointer modes); every mix of TMA, pointer and hinted pointer operands
+    computes A @ B (the interpreter here) on rows 16-byte but not 128-byte aligned, both schedules, and on rows 8
+    bytes apart; the hint is the largest vector every stride, K and N are whole multiples of."""
     lp = _script_module("experiments/load_probe")
     rows = tmp_path / "gap.jsonl"
     rows.write_text("".join((SCRIPTS / f"results/bench_matmul_gap-h200-2026-12-01-{s}.jsonl").read_text()
@@ -1143,17 +1144,27 @@ def test_load_probe_mixes_match_torch_and_the_hint_only_where_rows_are_16_bytes_
     assert todo and all(c["TMA"] and not c["SPLIT_TAIL"] for _, _, c, _ in todo)
     assert len(todo) < len(lp.shapes(str(rows), data_root, 1))  # 4095^3's best is a pointer config
     assert lp.vec(2, 1000, 5000, 5000, 1000, 5000) == 8 and lp.vec(2, 1000, 4095) == 1 and lp.vec(4, 12, 20) == 4
+    assert lp.vec(2, 1004, 5000) == 4 and lp.vec(2, 5418, 5474) == 2 and lp.vec(4, 6, 10) == 2
+    pointer = lp.unaligned(data_root, 2)  # the data's largest groups whose rows TMA refuses but a hint may vectorise
+    assert len(pointer) == 2 and all(not c["TMA"] and lp.mixes_of(c) == ("ppp", "vvv") for _, _, c, _ in pointer)
+    for p, d, _, _ in pointer:
+        e = 2 if d != "float32" else 4
+        assert (p["K"] * e % 16 or p["N"] * e % 16) and lp.vec(e, p["K"], p["N"]) > 1
+    flops = [p["M"] * p["N"] * p["K"] for p, _, _, _ in pointer]
+    assert flops == sorted(flops, reverse=True)
     from costmodel import hardware
     from costmodel.kernels import get_family
 
-    fam, hw, problem = get_family("matmul"), hardware.KNOWN["nvidia-h200"], {"M": 40, "N": 72, "K": 40}
-    a, b = fam.make_inputs(problem, "float16", "cpu")
-    ref = fam.reference(problem, (a, b))
-    assert lp.vec(2, a.stride(0), b.stride(0), problem["K"], problem["N"]) == 8
-    for persistent in (0, 1):
-        config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8, "TMA": 1, "PERSISTENT": persistent,
+    fam, hw = get_family("matmul"), hardware.KNOWN["nvidia-h200"]
+    # rows 80 and 144 bytes apart (16-byte aligned, TMA and 8-element hints), then 72 and 136 (8 bytes: pointers only)
+    aligned, eight = {"M": 40, "N": 72, "K": 40}, {"M": 40, "N": 68, "K": 36}
+    for problem, persistent, tma, hint in ((aligned, 0, 1, 8), (aligned, 1, 1, 8), (eight, 0, 0, 4)):
+        a, b = fam.make_inputs(problem, "float16", "cpu")
+        ref = fam.reference(problem, (a, b))
+        assert lp.vec(2, a.stride(0), b.stride(0), problem["K"], problem["N"]) == hint
+        config = {"BLOCK_M": 16, "BLOCK_N": 32, "BLOCK_K": 16, "GROUP_M": 8, "TMA": tma, "PERSISTENT": persistent,
                   "SPLIT_TAIL": 0, "EPILOGUE_SUBTILE": persistent, "num_warps": 4, "num_stages": 2}
-        for mix in lp.MIXES:
+        for mix in lp.mixes_of(config):
             c = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
             lp.bound_mix(fam, problem, a, b, c, config, hw, mix)()
-            assert float((c.float() - ref).norm() / ref.norm()) < 1e-3, (persistent, mix)
+            assert float((c.float() - ref).norm() / ref.norm()) < 1e-3, (problem, persistent, mix)
