@@ -1129,6 +1129,16 @@ def test_stride_probe_takes_the_large_gap_shapes_and_data_groups_whose_rows_miss
         back = torch.full_like(t, float("nan"))
         sp.row_copy(p, back)()
         assert torch.equal(p, t) and torch.equal(back, t)
+    # the gate before any timing: only a callable that writes every element within tolerance is timed
+    t = torch.randn(30, 50)
+    row, timed, out, right = {"rel_err": {}}, {}, torch.empty(30, 50), lambda: (lambda: out.copy_(t))
+    sp.checked("right", right, out, t, 1e-3, row, timed)
+    sp.checked("half", lambda: (lambda: out[:15].copy_(t[:15])), out, t, 1e-3, row, timed)
+    sp.checked("off", lambda: (lambda: out.copy_(t * 1.01)), out, t, 1e-3, row, timed)
+    sp.checked("refused", lambda: 1 / 0, out, t, 1e-3, row, timed)
+    assert list(timed) == ["right"] and row["rel_err"]["right"] == 0.0 and row["rel_err"]["off"] > 1e-3
+    assert row["rel_err"]["refused"].startswith("ZeroDivisionError")
+    assert row["rel_err"]["half"] != row["rel_err"]["half"]  # NaN: unwritten elements
 
 
 def test_load_probe_mixes_match_torch_and_hint_the_vector_the_rows_allow(data_root, tmp_path):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import re
-import statistics
 import sys
 from pathlib import Path
 
@@ -39,11 +38,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))  # stride_probe
-from benchlib import alternating, log  # noqa: E402
-from stride_probe import padded, shapes  # noqa: E402
+from stride_probe import checked, median_times, padded, shapes, write_rows  # noqa: E402
 
 from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
-from costmodel.kernels.matmul import _tile_coords  # noqa: E402
+from costmodel.kernels.matmul import _tile_coords, _tile_store  # noqa: E402
 
 MODES = {"t": 0, "p": 1, "v": 2}  # an operand through TMA, pointers, or pointers told rows start 16 bytes apart
 MIXES = ("ttt", "ppp", "vvv", "vtt", "tvt", "vvt", "ttv", "tvv")
@@ -129,21 +127,10 @@ def accumulate(a, b, M, N, K, stride_am, stride_bk, pid_m, pid_n, BLOCK_M: tl.co
 @triton.jit
 def store(c, acc, M, N, stride_cm, pid_m, pid_n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
           C: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr, VEC: tl.constexpr):
-    if C == 0:
-        if EPILOGUE_SUBTILE:  # c's descriptor block is BLOCK_M x BLOCK_N // 2
-            left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
-            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c.dtype))
-            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N + BLOCK_N // 2], right.to(c.dtype))
-        else:
-            c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], acc.to(c.dtype))
-    else:
-        if C == 2:
-            stride_cm = stride_cm // VEC * VEC
-            N = N // VEC * VEC
-        offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        mask = (offs_cm[:, None] < M) & (offs_cn[None, :] < N)
-        tl.store(c + offs_cm[:, None] * stride_cm + offs_cn[None, :], acc.to(c.dtype.element_ty), mask=mask)
+    if C == 2:
+        stride_cm = stride_cm // VEC * VEC
+        N = N // VEC * VEC
+    _tile_store(c, acc, M, N, stride_cm, 1, pid_m, pid_n, BLOCK_M, BLOCK_N, C == 0, EPILOGUE_SUBTILE)
 
 
 @triton.jit
@@ -209,7 +196,6 @@ def compiled(fam, problem: dict, dtype: str, config: dict, hw) -> dict:
 
 def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict:
     import torch
-    from triton.testing import do_bench
 
     a, b = fam.make_inputs(problem, dtype, "cuda")
     ref = fam.reference(problem, (a, b))
@@ -221,19 +207,8 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
     runs |= {m: (lambda m=m: bound_mix(fam, problem, a, b, c, config, hw, m)) for m in mixes_of(config)}
     timed = {"torch": lambda: torch.matmul(a, b)}
     for name, make in runs.items():
-        c.fill_(float("nan"))
-        try:
-            fn = make()
-            fn()
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - refused by Triton or the driver: recorded, the rest go on
-            row["rel_err"][name] = f"{type(e).__name__}: {str(e)[:200]}"
-            continue
-        row["rel_err"][name] = err = float((c.float() - ref).norm() / ref.norm())
-        if err <= fam.tolerance[dtype]:
-            timed[name] = fn
-    ms = {k: statistics.median(v) for k, v in
-          alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
+        checked(name, make, c, ref, fam.tolerance[dtype], row, timed)
+    ms = median_times(timed, rounds)
     return row | {"ms": ms, "vs_family": {k: ms["family"] / v for k, v in ms.items() if "family" in ms},
                   "vs_torch": {k: ms["torch"] / v for k, v in ms.items()}}
 
@@ -271,12 +246,7 @@ def main(previous: str, data: str, data_groups: int, unaligned_groups: int, roun
             print(json.dumps(row), flush=True)
         return
     fam, hw = get_family("matmul"), hardware.current()
-    with open(out, "a") as sink:
-        for p, d, c, src in shapes_:
-            row = {**probe(fam, p, d, c, hw, rounds), "from": src}
-            log(json.dumps(row))
-            sink.write(json.dumps(row) + "\n")
-            sink.flush()
+    write_rows(shapes_, out, lambda p, d, c: probe(fam, p, d, c, hw, rounds))
 
 
 if __name__ == "__main__":

@@ -119,9 +119,35 @@ def padded(t):
     return wide.copy_(t)
 
 
+def checked(name: str, make, out, ref, tolerance: float, row: dict, timed: dict) -> None:
+    """Correctness before speed: the callable ``make()`` builds is run once on a NaN-poisoned ``out``, its error
+    against ``ref`` (or why it failed) goes to ``row["rel_err"]``, and it joins ``timed`` only within ``tolerance``."""
+    import torch
+
+    out.fill_(float("nan"))
+    try:
+        fn = make()
+        fn()
+        if out.is_cuda:
+            torch.cuda.synchronize()
+    except Exception as e:  # noqa: BLE001 - refused by Triton or the driver: recorded, the rest go on
+        row["rel_err"][name] = f"{type(e).__name__}: {str(e)[:200]}"
+        return
+    row["rel_err"][name] = err = float((out.float() - ref).norm() / ref.norm())
+    if err <= tolerance:
+        timed[name] = fn
+
+
+def median_times(timed: dict, rounds: int) -> dict[str, float]:
+    """Each callable's median do_bench time (ms, L2 flushed) over ``rounds`` alternating rounds."""
+    from triton.testing import do_bench
+
+    return {k: statistics.median(v) for k, v in
+            alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
+
+
 def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict:
     import torch
-    from triton.testing import do_bench
 
     a, b = fam.make_inputs(problem, dtype, "cuda")
     ref = fam.reference(problem, (a, b))
@@ -142,19 +168,9 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
         row["strides"][name] = [x.stride(0), y.stride(0), o.stride(0)]
         if name != "natural" and row["strides"][name] == row["strides"]["natural"]:
             continue  # nothing padded: the natural variant already is this one
-        o.fill_(float("nan"))
-        try:
-            fn = fam.bind(problem, (x, y), o, config, hw)
-            fn()
-            torch.cuda.synchronize()
-        except Exception as e:  # noqa: BLE001 - refused by Triton or the driver: recorded, the rest go on
-            row["rel_err"][name] = f"{type(e).__name__}: {str(e)[:200]}"
-            continue
-        row["rel_err"][name] = err = float((o.float() - ref).norm() / ref.norm())
-        if err <= fam.tolerance[dtype]:
-            timed[name] = fn
-    ms = {k: statistics.median(v) for k, v in
-          alternating(timed, rounds, lambda f: do_bench(f, return_mode="median")).items()}
+        checked(name, lambda x=x, y=y, o=o: fam.bind(problem, (x, y), o, config, hw), o, ref, fam.tolerance[dtype],
+                row, timed)
+    ms = median_times(timed, rounds)
     base = ms.get("natural")
     runs = {k: v for k, v in ms.items() if "copy_" not in k}
     return row | {"ms": ms, "vs_natural": {k: base / v for k, v in runs.items() if base},
@@ -181,9 +197,15 @@ def main(previous: str, data: str, data_groups: int, rounds: int, dry_run: bool,
                               {"A": misaligned(p["K"], DTYPE_BYTES[d]), "B_C": misaligned(p["N"], DTYPE_BYTES[d])}}))
         return
     fam, hw = get_family("matmul"), hardware.current()
+    write_rows(todo, out, lambda p, d, c: probe(fam, p, d, c, hw, rounds))
+
+
+def write_rows(todo: list[tuple[dict, str, dict, str]], out: str, measure) -> None:
+    """Each shape's row, ``measure(problem, dtype, config)`` and where the config came from, logged and appended to
+    ``out`` as soon as it is done (a call cut short keeps the shapes it finished)."""
     with open(out, "a") as sink:
         for p, d, c, src in todo:
-            row = {**probe(fam, p, d, c, hw, rounds), "from": src}
+            row = {**measure(p, d, c), "from": src}
             log(json.dumps(row))
             sink.write(json.dumps(row) + "\n")
             sink.flush()
