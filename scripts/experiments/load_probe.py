@@ -38,7 +38,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))  # stride_probe
-from stride_probe import checked, median_times, padded, shapes, write_rows  # noqa: E402
+from stride_probe import checked, median_times, padded, shape_options, shapes, write_rows  # noqa: E402
 
 from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 from costmodel.kernels.matmul import _tile_coords, _tile_store  # noqa: E402
@@ -214,15 +214,9 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
 
 
 @click.command()
-@click.option("--previous", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="bench_matmul_gap.py rows: each shape's best config of the family")
-@click.option("--data", default=str(ROOT / "data"), show_default=True)
-@click.option("--data-groups", default=0, show_default=True,
-              help="also the N largest whole-space groups of the data with misaligned rows")
+@shape_options
 @click.option("--unaligned", "unaligned_groups", default=0, show_default=True,
               help="also the N largest whole-space groups whose rows TMA refuses but vec may hint (pointer configs)")
-@click.option("--rounds", default=6, show_default=True)
-@click.option("--dry-run", is_flag=True, help="print the shapes and configs it would time (CPU), time nothing")
 @click.option("--compile", "compile_", is_flag=True,
               help="with --dry-run: also compile every mix for the H200 here and count its TMA and pointer loads")
 @click.option("--out", default="load_probe.jsonl", show_default=True)

@@ -177,14 +177,23 @@ def probe(fam, problem: dict, dtype: str, config: dict, hw, rounds: int) -> dict
                   "vs_torch": {k: ms["torch"] / v for k, v in runs.items()}}
 
 
+def shape_options(fn):
+    """The options choosing the shapes and rounds, which this probe and load_probe.py share."""
+    for option in reversed((
+            click.option("--previous", required=True, type=click.Path(exists=True, dir_okay=False),
+                         help="bench_matmul_gap.py rows: each shape's best config of the family"),
+            click.option("--data", default=str(ROOT / "data"), show_default=True),
+            click.option("--data-groups", default=0, show_default=True,
+                         help="also the N largest whole-space groups of the data with misaligned rows"),
+            click.option("--rounds", default=6, show_default=True),
+            click.option("--dry-run", is_flag=True,
+                         help="print the shapes and configs it would time (CPU), time nothing"))):
+        fn = option(fn)
+    return fn
+
+
 @click.command()
-@click.option("--previous", required=True, type=click.Path(exists=True, dir_okay=False),
-              help="bench_matmul_gap.py rows: each shape's best config of the family")
-@click.option("--data", default=str(ROOT / "data"), show_default=True)
-@click.option("--data-groups", default=0, show_default=True,
-              help="also the N largest whole-space groups of the data with misaligned rows")
-@click.option("--rounds", default=6, show_default=True)
-@click.option("--dry-run", is_flag=True, help="print the shapes and configs it would time (CPU), time nothing")
+@shape_options
 @click.option("--out", default="stride_probe.jsonl", show_default=True)
 def main(previous: str, data: str, data_groups: int, rounds: int, dry_run: bool, out: str) -> None:
     from costmodel import hardware
