@@ -43,7 +43,7 @@ from stride_probe import checked, median_times, padded, shape_options, shapes, w
 from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 from costmodel.kernels.matmul import _tile_coords, _tile_store  # noqa: E402
 
-MODES = {"t": 0, "p": 1, "v": 2}  # an operand through TMA, pointers, or pointers told rows start 16 bytes apart
+MODES = {"t": 0, "p": 1, "v": 2}  # an operand through TMA, pointers, or pointers told how far apart rows start
 MIXES = ("ttt", "ppp", "vvv", "vtt", "tvt", "vvt", "ttv", "tvv")
 # a mix's name gives A's, B's and C's mode in turn: "ttt" is the family's TMA config, "ppp" its TMA=0 twin
 
@@ -92,8 +92,8 @@ def mixes_of(config: dict) -> tuple[str, ...]:
 
 
 # The family's kernel (``costmodel.kernels.matmul``) without the split tail, A, B and C each through TMA or pointers
-# (``MODES``). With ``VEC`` > 1 the ``v`` mode rounds each stride and K down to a multiple of ``VEC`` (a no-op: the
-# launcher checked they are), which tells the compiler what Triton's specialisation could not.
+# (``MODES``). The ``v`` mode rounds each stride, K and N down to a multiple of ``VEC`` (a no-op: ``vec`` chose a
+# ``VEC`` they all are multiples of), which tells the compiler what Triton's specialisation could not.
 
 
 @triton.jit
