@@ -191,7 +191,7 @@ step_stride() {  # issue 17: the family's best configs with rows 128-byte aligne
     --previous /tmp/gap_previous.jsonl --out $OUT/stride_probe.jsonl ${STRIDE_ARGS:-} 2>&1 | tail -40
 }
 step_loads() {  # issue 17: the best TMA configs of misaligned shapes with A, B and C each through TMA, pointers or
-  # pointers told rows are 16-byte aligned, against the family's kernel and torch.matmul (LOADS_TIMEOUT, LOADS_ARGS)
+  # pointers told how far apart rows start, against the family's kernel and torch.matmul (LOADS_TIMEOUT, LOADS_ARGS)
   cat scripts/results/bench_matmul_gap-h200-2026-12-01-s{9,10,11,13}.jsonl > /tmp/gap_previous.jsonl
   timeout $(at_most ${LOADS_TIMEOUT:-240} 15) python3 scripts/experiments/load_probe.py \
     --previous /tmp/gap_previous.jsonl --out $OUT/load_probe.jsonl ${LOADS_ARGS:-} 2>&1 | tail -40

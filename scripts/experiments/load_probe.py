@@ -38,9 +38,9 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))  # benchlib
 sys.path.insert(0, str(ROOT / "scripts" / "experiments"))  # stride_probe
-from stride_probe import checked, median_times, padded, shape_options, shapes, write_rows  # noqa: E402
+from stride_probe import (checked, data_shapes, median_times, padded, shape_options, shapes,  # noqa: E402
+                          write_rows)
 
-from costmodel.kernels.base import DTYPE_BYTES  # noqa: E402
 from costmodel.kernels.matmul import _tile_coords, _tile_store  # noqa: E402
 
 MODES = {"t": 0, "p": 1, "v": 2}  # an operand through TMA, pointers, or pointers told how far apart rows start
@@ -69,21 +69,10 @@ def vec(e: int, *values: int) -> int:
 def unaligned(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
     """The ``n`` largest whole-space matmul groups of the data whose rows TMA refuses (not 16-byte aligned) but
     which ``vec`` may hint (rows 4 or 8 bytes apart), with their best recorded config (a pointer config)."""
-    import numpy as np
+    def keep(p: dict, e: int) -> bool:
+        return bool(p["K"] * e % 16 or p["N"] * e % 16) and vec(e, p["K"], p["N"]) > 1
 
-    from costmodel import model
-
-    table, _ = model.training_table(data)
-    t = table.select(["kernel", "dtype", "problem_json", "group_id", "exhaustive", "config_json", "latency_ms"])
-    t = t.to_pandas()
-    t = t[(t.kernel == "matmul") & t.exhaustive & t.latency_ms.notna()]
-    rows = []
-    for r in t.loc[t.groupby("group_id").latency_ms.idxmin()].itertuples():
-        p, e = json.loads(r.problem_json), DTYPE_BYTES[r.dtype]
-        if (p["K"] * e % 16 or p["N"] * e % 16) and vec(e, p["K"], p["N"]) > 1:
-            rows.append((float(np.prod([p["M"], p["N"], p["K"]])), p, r.dtype, json.loads(r.config_json)))
-    rows.sort(key=lambda x: -x[0])
-    return [(p, d, c, "data, unaligned") for _, p, d, c in rows[:n]]
+    return data_shapes(data, n, keep, "data, unaligned")
 
 
 def mixes_of(config: dict) -> tuple[str, ...]:

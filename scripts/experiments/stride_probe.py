@@ -56,7 +56,15 @@ def shapes(previous: str, data: str, data_groups: int) -> list[tuple[dict, str, 
     return out + data_shapes(data, data_groups) if data_groups else out
 
 
-def data_shapes(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
+def misaligned_rows(p: dict, e: int) -> bool:
+    """A large problem whose rows TMA takes (16-byte aligned) but which miss a ``LINE``-byte line in A or B and C."""
+    tma_takes = p["N"] * e % 16 == 0 == p["K"] * e % 16
+    return p["M"] >= 1024 and tma_takes and (misaligned(p["N"], e) or misaligned(p["K"], e))
+
+
+def data_shapes(data: str, n: int, keep=misaligned_rows, label: str = "data") -> list[tuple[dict, str, dict, str]]:
+    """The ``n`` largest (in M*N*K) whole-space matmul groups of the data whose problem ``keep(problem, element
+    bytes)`` accepts, each with its best recorded config."""
     import numpy as np
 
     from costmodel import model
@@ -69,12 +77,10 @@ def data_shapes(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
     rows = []
     for r in best.itertuples():
         p = json.loads(r.problem_json)
-        e = DTYPE_BYTES[r.dtype]
-        tma_takes = p["N"] * e % 16 == 0 == p["K"] * e % 16
-        if p["M"] >= 1024 and tma_takes and (misaligned(p["N"], e) or misaligned(p["K"], e)):
+        if keep(p, DTYPE_BYTES[r.dtype]):
             rows.append((float(np.prod([p["M"], p["N"], p["K"]])), p, r.dtype, json.loads(r.config_json)))
     rows.sort(key=lambda x: -x[0])
-    return [(p, d, c, "data") for _, p, d, c in rows[:n]]
+    return [(p, d, c, label) for _, p, d, c in rows[:n]]
 
 
 COPY_ROWS, COPY_COLS = 16, 256  # the block one program of the row copy moves (tma-pad's copy; a guess)
