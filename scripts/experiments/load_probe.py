@@ -70,7 +70,7 @@ def unaligned(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
     """The ``n`` largest whole-space matmul groups of the data whose rows TMA refuses (not 16-byte aligned) but
     which ``vec`` may hint (rows 4 or 8 bytes apart), with their best recorded config (a pointer config), skipping
     groups whose best has a split tail: the probe's kernel has none, so its ``ppp`` would not be that config (session
-    43: 4055x4826x2362's SPLIT_TAIL=2 best ran 0.55x as fast as ``ppp``)."""
+    43: on 4055x2362x4826, MxNxK, ``ppp`` ran 0.55x as fast as the SPLIT_TAIL=2 best)."""
     def keep(p: dict, e: int) -> bool:
         return bool(p["K"] * e % 16 or p["N"] * e % 16) and vec(e, p["K"], p["N"]) > 1
 
