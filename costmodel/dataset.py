@@ -7,6 +7,8 @@ hash, problem, dtype), the unit the model ranks within. The kernel hash (column 
 kernel recorded under one goes on under its id (``resolve_group``). Every measurement stays on disk; a reader
 takes one row per (group, config): its first measurement. Shards are written to a dot-prefixed temp name,
 fsynced and renamed, so readers (which skip dot files) never see half a shard; files are never appended to.
+Folders whose names start with ``_`` are not read either (pyarrow's discovery skips them): ``_manifests``, and
+``PENDING``, where a kernel patch's rows wait until the patch lands (``scripts/pending_data.py``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,9 @@ SCHEMA = pa.schema(
     metadata={"costmodel_schema_version": str(SCHEMA_VERSION)},
 )
 PARTITIONS = ("gpu", "kernel")
+# <root>/_pending/<patch>/ holds shards recorded under a kernel patch not yet on main, in this layout; the reader skips
+# it (its name starts with "_"), so neither training nor main's data tests see them until the patch lands
+PENDING = "_pending"
 FILE_SCHEMA = pa.schema([f for f in SCHEMA if f.name not in PARTITIONS], metadata=SCHEMA.metadata)
 REQUIRED = ("group_id", "problem_json", "config_json", "dtype", "status", "latency_ms")
 

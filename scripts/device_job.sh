@@ -3,8 +3,10 @@
 # results under $OUT. Steps: tests helion_pool bench launch collect repeat eager smoke startup tune helion_race
 # helion_retime helion_bg bg_probe gap ncu ws cluster stride loads split sweep. What collect writes goes to $OUT/data.tar:
 # collect starts from a copy of data/ with --resume, so no committed (group, config) pair is measured again; untar it
-# and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests. COLLECT_PLAN=FILE runs several
-# collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON objects follow each other in $OUT/collect.json.
+# and `cp -rn data/. <checkout>/data/` to add only the new shards and manifests (a kernel patch's rows:
+# PENDING=NAME, and `scripts/pending_data.py add NAME data.tar` files them under data/_pending/NAME instead).
+# COLLECT_PLAN=FILE runs several collects in turn, one a line (SECONDS ARGS...), e.g. one per family; their JSON
+# objects follow each other in $OUT/collect.json.
 #   DEADLINE=580 bash scripts/device_job.sh "tests bench collect" [collect args...]
 #   TUNE_ARGS="--only 4,6,9 --helion" bash scripts/device_job.sh tune   (rows in $OUT/bench_tune.jsonl)
 #   HRACE_ARGS="--only 3,7 --full 1" bash scripts/device_job.sh helion_race   (rows in $OUT/bench_helion.jsonl)
@@ -64,7 +66,10 @@ collect_one() {  # collect_one SECONDS ARGS...: one collect on /tmp/data, its JS
 step_collect() {  # with COLLECT_PLAN (a file, one collect a line: SECONDS ARGS...) each line in turn; else "$@"
   local rc=0 secs args
   # times kept, so that only what this call writes goes into the tarball (data/ alone is near $OUT's 16 MiB a file)
-  rm -rf /tmp/data && cp -rp data /tmp/data && touch /tmp/data.mark || return
+  # PENDING=NAME: a patch's rows waiting under data/_pending/NAME join the copy first, so the collect goes on from them
+  rm -rf /tmp/data && cp -rp data /tmp/data && rm -rf /tmp/data/_pending || return
+  if [ -n "${PENDING:-}" ]; then python3 scripts/pending_data.py stage "$PENDING" /tmp/data || return; fi
+  touch /tmp/data.mark || return
   if [ -n "${COLLECT_PLAN:-}" ]; then
     while read -r secs args; do
       [ -n "$secs" ] && [ "$(left 60)" -gt 0 ] || continue
