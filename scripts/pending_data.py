@@ -93,15 +93,14 @@ def counts(dest: Path) -> dict:
 
 
 def stage(data: Path, name: str, into: Path) -> dict:
-    """Copy the pending files into ``into`` (a copy of the data root), times kept, so that a collect writing there
-    with ``--resume`` skips what they hold and a file newer than a mark made after this is what it wrote."""
+    """Copy the pending files (none before a patch's first collect) into ``into`` (a copy of the data root), times
+    kept, so that a collect writing there with ``--resume`` skips what they hold and a file newer than a mark made
+    after this is what it wrote."""
     src = pending_dir(data, name)
-    if not src.is_dir():
-        raise Refused(f"nothing pending under {src}")
     if not into.is_dir():
         raise Refused(f"no data root at {into}")
     copied = 0
-    for rel in files_under(src):
+    for rel in files_under(src) if src.is_dir() else []:  # none yet: a patch's first collect
         target = into / rel
         if target.exists():
             if target.read_bytes() != (src / rel).read_bytes():

@@ -53,6 +53,8 @@ def test_pending_rows_stay_unread_until_staged_or_landed(split, tmp_path):
     copy = tmp_path / "copy"
     shutil.copytree(root, copy)
     shutil.rmtree(copy / "_pending")
+    assert pending_data.main(["stage", "p0", str(copy), "--data", str(root)]) == 0  # a patch's first collect
+    assert rows(copy) == before
     assert pending_data.main(["stage", "p1", str(copy), "--data", str(root)]) == 0
     staged = rows(copy)
     assert staged > before, "staging added no rows to the copy"
