@@ -643,7 +643,7 @@ def test_helion_race_tunes_with_another_model_for_costmodel_alone(bench_helion, 
     monkeypatch.undo()
     shipped = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s34a.1.jsonl"  # the shipped recipe's race
     raced = [json.loads(line) for line in shipped.read_text().splitlines()]
-    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm))
+    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm, BEFORE_S44))
     assert not any(o["valid"] or o["same_ranker"] for o in bench_helion.still_valid(raced, helion_model.load(other)))
     r = CliRunner().invoke(bench_helion.main, ["--still-valid", rows, "--model", str(other)])
     assert r.exit_code == 0 and not any(json.loads(line)["valid"] for line in r.output.splitlines())
@@ -736,15 +736,19 @@ def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_
 
     rows = _raced(bench_helion, "2026-12-04-s32a", "2026-12-04-s33b.1", "2026-12-04-s33b.2")
     cm = helion_model.load("nvidia-h200")
-    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 0}))
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 0, **BEFORE_S44}))
     stale = {(o["kernel"], o["problem"]["M"] if "M" in o["problem"] else o["problem"]["S"])
-             for o in bench_helion.still_valid(rows, cm) if not o["valid"]}  # ties 2 shipped in session 34
+             for o in bench_helion.still_valid(rows, cm, BEFORE_S44) if not o["valid"]}  # ties 2 shipped in session 34
     assert stale == {("helion:matmul", 3468), ("helion:layer_norm", 11306), ("helion:layer_norm", 13911),
                      ("helion:attention", 2049), ("helion:attention", 8192), ("helion:attention", 3681)}
-    assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 2, "local": 7}))
+    assert not any(o["valid"] for o in bench_helion.still_valid(rows, cm, {"ties": 2, "local": 7, **BEFORE_S44}))
     ties1 = _raced(bench_helion, "2026-12-04-s33e.2")
-    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 1})] == [True, True]
-    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2})] == [True, False]
+    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 1, **BEFORE_S44})] == [True, True]
+    assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2, **BEFORE_S44})] == [True, False]
+
+
+# the recipe the races before session 44 ran, the shipped one until then: restarts off
+BEFORE_S44 = {"restarts": 0}
 
 
 def _shipped_race(bench_helion) -> list[dict]:
@@ -764,11 +768,12 @@ def test_rows_stay_valid_under_ties_3_only_where_no_walk_stopped_on_a_level_step
 
     cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
     assert sorted(r["index"] for r in rows) == list(range(15))
-    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm))
-    stale = {r["index"] for r, o in zip(rows, bench_helion.still_valid(rows, cm, {"ties": 3})) if not o["valid"]}
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, BEFORE_S44))
+    stale = {r["index"] for r, o in zip(rows, bench_helion.still_valid(rows, cm, {"ties": 3, **BEFORE_S44}))
+             if not o["valid"]}
     assert stale == {0, 4, 8, 9, 11, 12, 13}
     rms = [r for r in _raced(bench_helion, "2026-12-04-s34c.1", "2026-12-04-s34c.2") if r["index"] == 11]
-    assert [o["valid"] for o in bench_helion.still_valid(rms, cm, {"ties": 3})] == [True, False]
+    assert [o["valid"] for o in bench_helion.still_valid(rms, cm, {"ties": 3, **BEFORE_S44})] == [True, False]
 
 
 def test_rows_stay_valid_under_verify_ties_only_where_as_many_configs_would_be_re_timed(bench_helion):
@@ -778,7 +783,7 @@ def test_rows_stay_valid_under_verify_ties_only_where_as_many_configs_would_be_r
     from costmodel.helion import model as helion_model
 
     cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
-    valid = bench_helion.still_valid(rows, cm, {"verify_ties": 1})
+    valid = bench_helion.still_valid(rows, cm, {"verify_ties": 1, **BEFORE_S44})
     assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == {0, 8, 9, 11, 12, 13, 14}
 
 
@@ -796,7 +801,9 @@ def test_rows_stay_valid_under_restarts_only_where_no_walk_ended_early(bench_hel
     assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, {"restarts": 1}))
     made = {r["index"] for r in raced if any(s.get("restart") for s in r["costmodel"]["search"]["steps"])}
     assert made == {0, 1, 2, 3, 7, 9, 10}
-    assert {r["index"] for r, o in zip(raced, bench_helion.still_valid(raced, cm)) if not o["valid"]} == made
+    before = bench_helion.still_valid(raced, cm, BEFORE_S44)
+    assert {r["index"] for r, o in zip(raced, before) if not o["valid"]} == made
+    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm))  # the shipped recipe since session 44
 
 
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
@@ -1053,7 +1060,7 @@ def test_rows_stay_valid_under_a_tolerance_only_where_the_verification_picks_ali
     assert htune.tolerance_alike(search, default, 0.03) and not htune.tolerance_alike(search, default, 0.01)
     ran = _raced(bench_helion, "2026-12-05-s39a")
     assert all(r["costmodel"]["search"]["tolerance"] == 0.01 for r in ran)
-    assert all(o["valid"] for o in bench_helion.still_valid(ran, cm))
+    assert all(o["valid"] for o in bench_helion.still_valid(ran, cm, BEFORE_S44))
     assert bench_helion.parse_recipe(("tolerance=0.03", "ties=1")) == {"tolerance": 0.03, "ties": 1}
     for bad in ("tolerance=x", "tolerance=-0.01", "tolerance=1.5", "ties=0.5"):  # a fraction of the default's time
         with pytest.raises(click.BadParameter):
