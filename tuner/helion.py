@@ -171,10 +171,10 @@ TIE = 0.005
 # eight tunes with it started where the dead end begins, so none shows the rescue on the H200, but the tune at 0.948
 # replayed with its call's timings restarts from the default and walks through loops of 4,096 and 2,048 to 1,024,
 # quick's (the one at 0.952 keeps its 4,096 there, 13 configs unanswered: experiments/helion_restart_replay.py,
-# helion_restart_replay-helion140-cpu-2026-12-05-s44.json), and by the rows standing for each recipe the worst tune of that problem is 0.984 with
-# restarts against 0.948 without, every other problem's level or better but rms_norm 4096x2048 (0.998 in one of two
-# tunes, a pick from before its restart; 1.012-1.069 in four without), median cold wall 16.1 s against 16.0
-# (helion_standing-{shipped,restarts0}-cpu-2026-12-05-s44.json in scripts/results).
+# helion_restart_replay-helion140-cpu-2026-12-05-s44.json). By the rows standing for each recipe, the worst tune of
+# that problem is 0.984 with restarts against 0.948 without, every other problem's level or better but rms_norm
+# 4096x2048 (0.998 in one of two tunes, a pick from before its restart; 1.012-1.069 in four without), median cold
+# wall 16.1 s against 16.0 (helion_standing-{shipped,restarts0}-cpu-2026-12-05-s44.json in scripts/results).
 RESTARTS = 1
 # the recipe's knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe): integers
 # but ``tolerance``
