@@ -1205,16 +1205,8 @@ def _race_retune(rows: str, index: int, also: tuple[int, ...] = (), **recipe):
     row = json.loads(lines[index])
     if helion_version() != row["helion_version"] or not helion._compat.supports_maxnreg():
         pytest.skip("the H200's space: Helion 1.4.0 answering as the H200 (scripts/helion140_check.sh)")
-    search, key = row["costmodel"]["search"], configs.config_json
-    timed, steady = {}, {}
-    for s in [search] + [json.loads(lines[i])["costmodel"]["search"] for i in also]:
-        for t in s["timed"]:
-            timed.setdefault(key(t["config"]), t["ms"])
-        for v in s["verified"]:
-            steady.setdefault(key(v["config"]), v["ms"])
-    table = pa.table({"config_json": list(timed), "latency_ms": list(timed.values()),
-                      "status": ["ok" if t is not None else "error" for t in timed.values()]})
-    replay = htune.HelionReplay(table, steady=steady)
+    search = row["costmodel"]["search"]
+    replay = htune.HelionReplay.of_tunes([search] + [json.loads(lines[i])["costmodel"]["search"] for i in also])
     bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
     tuner = htune.CostModelAutotuner(timer=replay, gpu=GPU, helion_version="1.4.0", objective="graph",
                                      **{**htune.recipe_knobs(search["recipe"]), **recipe})

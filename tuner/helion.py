@@ -383,6 +383,22 @@ class HelionReplay:
         self.asked: list[list[dict]] = []
         self.retimed: list[list[dict]] = []
 
+    @classmethod
+    def of_tunes(cls, searches: Sequence[dict]) -> "HelionReplay":
+        """Answers from recorded tunes (``CostModelAutotuner.last``, a race row's ``costmodel.search``): each config's
+        time from the first of ``searches`` that timed it, its re-timing from the first whose verification re-timed
+        it; None where none timed it (not run)."""
+        import pyarrow as pa
+
+        timed, steady = {}, {}
+        for s in searches:
+            for t in s["timed"]:
+                timed.setdefault(hconfigs.config_json(t["config"]), t["ms"])
+            for v in s["verified"]:
+                steady.setdefault(hconfigs.config_json(v["config"]), v["ms"])
+        return cls(pa.table({"config_json": list(timed), "latency_ms": list(timed.values()),
+                             "status": ["ok" if t is not None else "error" for t in timed.values()]}), steady=steady)
+
     def measure(self, bound, args, configs, more=False):
         self.asked.append(list(configs))
         return [self.latency.get(hconfigs.config_json(c)) for c in configs]

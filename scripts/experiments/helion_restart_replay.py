@@ -22,7 +22,9 @@ import click
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
 sys.path.insert(0, str(ROOT / "tests" / "helion_scripts"))
+from replay_tune import emit  # noqa: E402
 
 # (the tune's file and line, the lines of files from the same device call whose timings answer for it): the two
 # tunes of the recipe before session 44 that stopped with rounds left far below quick
@@ -35,8 +37,6 @@ def _row(name: str, line: int) -> dict:
 
 
 def replay(case: str, restarts: int) -> dict:
-    import pyarrow as pa
-
     from costmodel.helion import configs, families
     from costmodel.helion import model as helion_model
     from tuner import helion as htune
@@ -44,16 +44,8 @@ def replay(case: str, restarts: int) -> dict:
     (name, line), others = CASES[case]
     row = _row(name, line)
     key = configs.config_json
-    searches = [row["costmodel"]["search"]] + [_row(*o)["costmodel"]["search"] for o in others]
-    timed, steady = {}, {}
-    for s in searches:
-        for t in s["timed"]:
-            timed.setdefault(key(t["config"]), t["ms"])
-        for v in s["verified"]:
-            steady.setdefault(key(v["config"]), v["ms"])
-    table = pa.table({"config_json": list(timed), "latency_ms": list(timed.values()),
-                      "status": ["ok" if t is not None else "error" for t in timed.values()]})
-    timer = htune.HelionReplay(table, steady=steady)
+    searches = [row["costmodel"]["search"], *(_row(*o)["costmodel"]["search"] for o in others)]
+    timer = htune.HelionReplay.of_tunes(searches)
     bound, args = families.get(row["kernel"].removeprefix("helion:")).bind(row["problem"], row["dtype"])
     knobs = {**htune.recipe_knobs(row["costmodel"]["search"]["recipe"]), "restarts": restarts}
     tuner = htune.CostModelAutotuner(timer=timer, gpu="nvidia-h200", helion_version="1.4.0", objective="graph",
@@ -85,11 +77,7 @@ def main(out):
 
     if helion_version() != "1.4.0":
         raise click.UsageError(f"Helion {helion_version()}: the H200's space needs Helion 1.4.0 (.venv-helion140)")
-    res = [replay(case, r) for case in CASES for r in (0, 1)]
-    text = json.dumps(res, indent=1)
-    if out:
-        Path(out).write_text(text + "\n")
-    click.echo(text)
+    emit([replay(case, r) for case in CASES for r in (0, 1)], Path(out) if out else None)
 
 
 if __name__ == "__main__":
