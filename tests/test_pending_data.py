@@ -23,15 +23,17 @@ PART = Path("gpu=nvidia-h200") / "kernel=softmax"
 def split(data_root, tmp_path):
     """(data root holding the softmax shards of all runs but one, tarball of that run's shards as device_job.sh's
     collect step writes it: paths under data/)."""
+    def run(p: Path) -> str:  # part-<date>-<id>-...: the run that wrote the shard
+        return "-".join(p.name.split("-")[1:3])
+
     shards = sorted((data_root / PART).glob("part-*.parquet"))
-    runs = sorted({p.name.split("-")[1] + p.name.split("-")[2] for p in shards})
-    new_run = runs[-1]
+    new_run = max(map(run, shards))
     root = tmp_path / "data"
     (root / PART).mkdir(parents=True)
     tar_path = tmp_path / "data.tar"
     with tarfile.open(tar_path, "w") as tar:
         for p in shards:
-            if p.name.split("-")[1] + p.name.split("-")[2] == new_run:
+            if run(p) == new_run:
                 tar.add(p, arcname=f"data/{PART.as_posix()}/{p.name}")
             else:
                 shutil.copy2(p, root / PART / p.name)

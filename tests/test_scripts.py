@@ -20,6 +20,8 @@ PY = sorted(p.relative_to(SCRIPTS).as_posix() for p in SCRIPTS.rglob("*.py") if 
 SH = sorted(p.relative_to(SCRIPTS).as_posix() for p in SCRIPTS.rglob("*.sh"))
 # imported only on the GPU host, where they are carried as wheels (scripts/device_job.sh)
 GPU_HOST_ONLY = {"helion"}
+# the Helion tuner's recipe in the races before session 44, the shipped one until then: restarts off
+BEFORE_S44 = {"restarts": 0}
 
 _DRIVER = r"""
 import contextlib, io, json, runpy, sys, traceback
@@ -745,10 +747,6 @@ def test_rows_stay_valid_under_ties_only_where_no_step_went_on_from_a_tie(bench_
     ties1 = _raced(bench_helion, "2026-12-04-s33e.2")
     assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 1, **BEFORE_S44})] == [True, True]
     assert [o["valid"] for o in bench_helion.still_valid(ties1, cm, {"ties": 2, **BEFORE_S44})] == [True, False]
-
-
-# the recipe the races before session 44 ran, the shipped one until then: restarts off
-BEFORE_S44 = {"restarts": 0}
 
 
 def _shipped_race(bench_helion) -> list[dict]:
