@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import os
@@ -28,6 +29,23 @@ def _emit(obj: dict, as_json: bool, table: Table | None = None) -> None:
         click.echo(json.dumps(obj, indent=1, default=str))
     elif table is not None:
         err_console.print(table)
+
+
+@contextlib.contextmanager
+def stdout_on_stderr():
+    """Whatever is written to stdout inside, by Python or by a process forked meanwhile, goes to stderr, so a command's
+    stdout stays its one JSON object. Helion's progress bars are rich consoles on stdout (a `tune --kernel helion:`
+    whose output did not parse as JSON, H200, session 45)."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        os.dup2(2, 1)
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def handle_errors(fn):
@@ -730,7 +748,8 @@ def _tune_helion(family, shape, dtype, k, objective, predict_only, gpu, model_re
         raise CostModelError(f"--gpu {gpu} but the visible GPU is {hw.gpu}")
     if no_cache:
         os.environ["HELION_SKIP_CACHE"] = "1"  # Helion's own switch: its cache neither read nor written
-    out = helion_problem.tune(fam.kernel, problem, dtype, CostModelAutotuner(model_ref, k=k, objective=objective))
+    with stdout_on_stderr():
+        out = helion_problem.tune(fam.kernel, problem, dtype, CostModelAutotuner(model_ref, k=k, objective=objective))
     table = Table("", Column("", overflow="fold"),
                   title=f"{fam.kernel} {dtype} {json.dumps(problem)} on {out['gpu']}: {out['path']}, "
                         f"{out['wall_s']:.1f} s")

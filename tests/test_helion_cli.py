@@ -77,6 +77,29 @@ def test_bad_input_is_one_line(args, message, cli):
     assert stderr.startswith("error: ") and stderr.count("\n") == 1 and message in stderr, stderr
 
 
+def test_what_a_tune_writes_to_stdout_goes_to_stderr_and_stdout_keeps_the_json():
+    """Helion's progress bars are rich consoles on stdout, and its compile processes share the command's stdout: inside
+    ``stdout_on_stderr`` all of it reaches stderr, and what the command prints after it is the only stdout."""
+    code = """
+import json, os, subprocess, sys
+from rich.progress import Progress
+from costmodel.cli import stdout_on_stderr
+with stdout_on_stderr():
+    with Progress() as progress:  # as Helion's iter_with_progress draws its bars
+        progress.update(progress.add_task("costmodel top-k precompiling", total=1), advance=1)
+    print("from python")
+    os.write(1, b"from the fd\\n")
+    subprocess.run([sys.executable, "-c", "print('from a child')"], check=True)
+print(json.dumps({"ok": 1}))
+"""
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout) == {"ok": 1}
+    for line in ("costmodel top-k precompiling", "from python", "from the fd", "from a child"):
+        assert line in r.stderr
+
+
 @pytest.mark.gpu
 def test_a_helion_kernel_tuned_from_the_command_line_is_answered_by_helion_s_cache_next_time(tmp_path):
     """Two processes, one Helion cache: the first ranks, times the top k and the default and picks; the second
