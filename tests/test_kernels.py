@@ -112,7 +112,7 @@ def test_matmul_split_tail_matches_reference():
     problem = {"M": 128, "N": 256, "K": 520}
     configs = _small_split_configs(fam, problem, hw)
     assert {(c["TMA"], c["SPLIT_TAIL"], c["EPILOGUE_SUBTILE"]) for c in configs} == {
-        (0, 1, 0), (0, 2, 0), (1, 1, 1), (1, 2, 1)}
+        (0, 1, 0), (0, 2, 0), (1, 1, 1), (1, 2, 1), (2, 1, 0), (2, 2, 0)}  # K 520: rows 16 bytes apart, TMA=2 hints
     assert all(tail_split(problem, c, hw) == (1, 4) for c in configs)
     _launch_and_bind_match(fam, problem, configs, hw, seed=1)
 
@@ -152,7 +152,7 @@ def test_matmul_split_tail_over_half_the_sms_matches_reference():
     fam, hw = get_family("matmul"), dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
     problem = {"M": 128, "N": 384, "K": 520}
     configs = _small_split_configs(fam, problem, hw)
-    assert {(c["TMA"], c["SPLIT_TAIL"]) for c in configs} == {(0, 1), (0, 2), (1, 1), (1, 2)}
+    assert {(c["TMA"], c["SPLIT_TAIL"]) for c in configs} == {(0, 1), (0, 2), (1, 1), (1, 2), (2, 1), (2, 2)}
     assert all(tail_split(problem, c, hw) == (5, 4) for c in configs)
     cols = {**problem, **configs[0], "sm_count": 7}
     tiles = tiles_of(cols)
@@ -242,3 +242,38 @@ def test_bound_call_sees_a_launch_hook_only_when_one_is_set():
     finally:
         chain.remove(hook)
     assert _hooked(hook)  # an older Triton's plain callable
+
+
+def test_matmul_tma_2_hints_the_pointer_path_only_where_it_tells_the_compiler_something():
+    """TMA=2, the pointer path told how far apart rows start: valid where K and N allow a vector wider than an element
+    that Triton's specialisation (multiples of 16) does not see; it matches the reference on rows 8 and 16 bytes
+    apart, in every schedule (the split tail's second kernel stores C with the hint too), launched and bound; a Helion
+    matmul has no counterpart of it."""
+    import dataclasses
+
+    from costmodel.helion.families import _matmul_from_twin
+    from costmodel.kernels.matmul import hint_helps, hint_width
+
+    fam = get_family("matmul")
+    assert hint_width(2, 1000, 5000) == 8 and hint_width(2, 1004, 5000) == 4 and hint_width(2, 4095, 64) == 1
+    assert hint_width(4, 1002, 64) == 2 and hint_helps({"M": 1, "N": 5000, "K": 1000}, 2)
+    assert not hint_helps({"M": 1, "N": 5120, "K": 4096}, 2) and not hint_helps({"M": 1, "N": 4095, "K": 64}, 2)
+    base = dict(fam.default_config({}, "float16", HW), TMA=2)
+    assert fam.is_valid({"M": 3000, "N": 5000, "K": 1000}, "float16", base, HW)
+    assert fam.is_valid({"M": 3000, "N": 5002, "K": 1004}, "float16", base, HW)  # rows 4 bytes apart: TMA refused
+    assert not fam.is_valid({"M": 3000, "N": 5002, "K": 1004}, "float16", dict(base, TMA=1), HW)
+    assert not fam.is_valid({"M": 4096, "N": 4096, "K": 4096}, "float16", base, HW)  # Triton sees 16 already
+    assert not fam.is_valid({"M": 4095, "N": 4095, "K": 4095}, "float16", base, HW)  # no vector fits
+    assert not fam.is_valid({"M": 3000, "N": 5000, "K": 1000}, "float16", dict(base, EPILOGUE_SUBTILE=1), HW)
+    assert fam.smem_bytes("float16", base) == fam.smem_bytes("float16", dict(base, TMA=0))  # no C staged
+    hinted = {"M": 4096, "N": 5000, "K": 1000}
+    assert fam.compile_key(hinted, "float16", base, HW) != fam.compile_key(dict(hinted, K=1004), "float16", base, HW)
+    assert _matmul_from_twin(base) is None and _matmul_from_twin(dict(base, TMA=0))["indexing"] == ["pointer"] * 3
+    hw = dataclasses.replace(HW, sm_count=7, smem_per_block=20 * 1024)
+    for problem, vec in (({"M": 128, "N": 264, "K": 520}, 8), ({"M": 128, "N": 260, "K": 516}, 4)):
+        configs = [c for c in space.enumerate_valid(fam, problem, "float16", hw) if c["TMA"] == 2
+                   and c["BLOCK_M"] == c["BLOCK_N"] == 64 and c["BLOCK_K"] == 32 and c["num_stages"] == 2
+                   and c["num_warps"] == 4 and c["GROUP_M"] == 8]
+        assert {(c["PERSISTENT"], c["SPLIT_TAIL"]) for c in configs} == {(0, 0), (1, 0), (1, 1), (1, 2)}
+        assert hint_width(2, problem["K"], problem["N"]) == vec
+        _launch_and_bind_match(fam, problem, configs, hw, seed=3)

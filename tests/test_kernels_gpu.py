@@ -79,6 +79,11 @@ BOUND_KINDS = {  # (family, problem, config overrides): every launcher path a bo
     "matmul split tail 1": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
     "matmul split tail 2": ("matmul", {"M": 1000, "N": 5120, "K": 4000}, {"TMA": 1, "PERSISTENT": 1, "SPLIT_TAIL": 2}),
     "matmul split tail in rounds": ("matmul", {"M": 2944, "N": 4096, "K": 2048}, {"PERSISTENT": 1, "SPLIT_TAIL": 1}),
+    # TMA=2: pointers told their rows are 8 bytes apart (fp16/bf16; 16 for fp32), then 16 with the split tail's kernel
+    "matmul hinted pointers": ("matmul", {"M": 777, "N": 1000, "K": 2332}, {"TMA": 2, "PERSISTENT": 0,
+                                                                             "SPLIT_TAIL": 0}),
+    "matmul hinted split tail 2": ("matmul", {"M": 1000, "N": 5000, "K": 4000}, {"TMA": 2, "PERSISTENT": 1,
+                                                                                 "SPLIT_TAIL": 2}),
     "attention TMA": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 1}, {"TMA": 1}),
     "attention": ("attention", {"B": 2, "H": 8, "S": 1000, "D": 64, "CAUSAL": 0}, {"TMA": 0}),
     "softmax": ("softmax", {"M": 1000, "N": 4096}, {}),

@@ -353,11 +353,12 @@ def _attention_problem(args: tuple) -> Problem:
 # where the twin uses TMA, a persistent grid striding over the tiles as the twin's does (persistent_interleaved, one
 # program an SM).
 # The knobs the twin lacks read at Helion's defaults (no per-loop settings, no eviction policy); a twin config with
-# a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation) reads as none.
+# a knob Helion's matmul has not (split tail, epilogue subtile, warp specialisation, the pointer path's alignment
+# hint: TMA=2) reads as none.
 
 def _matmul_from_twin(c: dict, problem: Problem | None = None, counts: Mapping[str, int] | None = None
                       ) -> dict | None:
-    if any(c.get(k, 0) for k in ("SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")):
+    if any(c.get(k, 0) for k in ("SPLIT_TAIL", "EPILOGUE_SUBTILE", "WARP_SPECIALIZE")) or c.get("TMA", 0) == 2:
         return None
     persistent = {"pid_type": "persistent_interleaved", "num_sm_multiplier": 1}
     grid = persistent if c.get("PERSISTENT", 0) else {"pid_type": "flat"}

@@ -4,7 +4,16 @@ Variants that matter on Hopper are knobs of the one kernel: tensor-descriptor (T
 plain pointers (``TMA``), the TMA store of C in two halves (``EPILOGUE_SUBTILE``: half the shared-memory staging,
 valid where that is what leaves room for the config's pipeline stages), a persistent schedule over tiles beside
 one tile per program (``PERSISTENT``), a split-K tail for that schedule (``SPLIT_TAIL``), GROUP_M swizzling for L2
-reuse, tile sizes, warps and pipeline stages.
+reuse, tile sizes, warps and pipeline stages. ``TMA=2`` is the pointer path told how far apart rows start.
+
+Why the hint: Triton specialises an integer argument only on its being a multiple of 16, so a row of 1,000 bf16
+(2,000 bytes, 16-byte aligned) or of 1,004 (8-byte aligned) reads as unaligned, and the pointer path's loads and
+stores compile to single elements, its loads unpipelined (no ``cp.async``). ``TMA=2`` rounds each stride, K and
+N down to a multiple of the widest vector they allow (a no-op), and the loads become vectors of up to 16 bytes:
+1.48-1.89x on three TMA=0 configs of issue 17's shapes on the H200 (``scripts/experiments/load_probe.py``, session
+42). TMA is the faster load there; where TMA is refused (rows 4 or 8 bytes apart) only the pointer path runs. A value
+of ``TMA`` rather than a knob of its own: it is a third way to load, valid only without descriptors, and a knob would
+be a dataset column and a feature more.
 
 Why the split tail: tiles come in powers of two, so a problem's tiles rarely fill whole waves of the SMs (5120^3 in
 128x128 tiles is 1600 tiles, 12.12 waves on 132 SMs: the 13th wave runs 16 tiles while 116 SMs idle). With
@@ -58,7 +67,7 @@ def _tile_accumulate(a, b, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, 
                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, TMA: tl.constexpr):
     """The tile's sum over K steps [k_first, k_last) of BLOCK_K each."""
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if TMA:
+    if TMA == 1:
         for ki in tl.range(k_first, k_last):
             a_tile = a.load([pid_m * BLOCK_M, ki * BLOCK_K])
             b_tile = b.load([ki * BLOCK_K, pid_n * BLOCK_N])
@@ -90,7 +99,7 @@ def _rows_store(c, acc, M, N, stride_cm, stride_cn, row, col, ROWS: tl.constexpr
 @triton.jit
 def _tile_store(c, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, TMA: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
-    if TMA:
+    if TMA == 1:
         if EPILOGUE_SUBTILE:  # c's descriptor block is BLOCK_M x BLOCK_N // 2
             left, right = tl.split(tl.permute(tl.reshape(acc, (BLOCK_M, 2, BLOCK_N // 2)), (0, 2, 1)))
             c.store([pid_m * BLOCK_M, pid_n * BLOCK_N], left.to(c.dtype))
@@ -129,8 +138,11 @@ def _split_tail(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, st
 
 @triton.jit(do_not_specialize=["first_tile", "splits"])
 def _reduce_tail_kernel(c, partials, M, N, stride_cm, stride_cn, first_tile, splits, BLOCK_M: tl.constexpr,
-                        BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr):
+                        BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr, ROWS: tl.constexpr, VEC: tl.constexpr = 1):
     """SPLIT_TAIL=2: program i sums the ``splits`` partials of chunk i of ROWS rows of the tail tiles and stores it."""
+    if VEC > 1:  # TMA=2's hint, as in matmul_kernel
+        stride_cm = stride_cm // VEC * VEC
+        N = N // VEC * VEC
     chunks: tl.constexpr = BLOCK_M // ROWS
     tail_tile = tl.program_id(0) // chunks
     row = tl.program_id(0) % chunks * ROWS
@@ -146,7 +158,15 @@ def _reduce_tail_kernel(c, partials, M, N, stride_cm, stride_cn, first_tile, spl
 def matmul_kernel(a, b, c, M, N, K, stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, num_programs,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                   TMA: tl.constexpr, PERSISTENT: tl.constexpr,
-                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr):
+                  partials, arrivals, split_tiles, splits, SPLIT_TAIL: tl.constexpr, EPILOGUE_SUBTILE: tl.constexpr,
+                  VEC: tl.constexpr = 1):
+    if TMA == 2:  # pointers, each row stride, K and N a multiple of VEC (the launcher checked): rounding them down
+        # changes nothing but tells the compiler, which sees only multiples of 16 (``hint_width``)
+        stride_am = stride_am // VEC * VEC
+        stride_bk = stride_bk // VEC * VEC
+        stride_cm = stride_cm // VEC * VEC
+        K = K // VEC * VEC
+        N = N // VEC * VEC
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
     if PERSISTENT:
@@ -215,13 +235,28 @@ def smem_of(c: Cols):
     EPILOGUE_SUBTILE) and, with warpgroups side by side along N, the fp32 accumulator split through shared memory
     (on sm_90, 64x256 tiles with 8 warps asked for 32 KiB more than the rest)."""
     bm, bn, bk, e, subtile = c["BLOCK_M"], c["BLOCK_N"], c["BLOCK_K"], c["e"], c["EPILOGUE_SUBTILE"]
-    epilogue = c["TMA"] * bm * bn * e / (1 + subtile) + subtile * (bm < 16 * c["num_warps"]) * bm * bn * 2
+    epilogue = (c["TMA"] == 1) * bm * bn * e / (1 + subtile) + subtile * (bm < 16 * c["num_warps"]) * bm * bn * 2
     return c["num_stages"] * (bm * bk + bk * bn) * e + epilogue
 
 
 def tma_ok(c: Cols):
     """TMA needs 16-byte aligned row strides: of A (K) and of B and C (N)."""
     return (np.mod(c["K"] * c["e"], 16) == 0) & (np.mod(c["N"] * c["e"], 16) == 0)
+
+
+def hint_width(e: int, *values: int) -> int:
+    """The most elements, a power of two up to a 16-byte vector, that every value is a multiple of: the ``VEC``
+    ``TMA=2`` passes (1: no vector wider than an element)."""
+    n = 16 // e
+    while n > 1 and any(v % n for v in values):
+        n //= 2
+    return n
+
+
+def hint_helps(problem: Problem, e: int) -> bool:
+    """Whether ``TMA=2`` tells the compiler anything on this problem's contiguous inputs: a vector wider than an
+    element fits every row, and Triton does not already see it (K or N not a multiple of 16)."""
+    return hint_width(e, problem["K"], problem["N"]) > 1 and bool(problem["K"] % 16 or problem["N"] % 16)
 
 
 # GROUP_M's value where it orders nothing: over a grid of one row of tiles (M within one BLOCK_M, every decode shape)
@@ -269,7 +304,7 @@ class Matmul(KernelFamily):
         Knob("BLOCK_N", (64, 128, 256), tile=True),
         Knob("BLOCK_K", (32, 64, 128), tile=True),
         Knob("GROUP_M", (1, 8), detail=True),
-        Knob("TMA", (0, 1)),
+        Knob("TMA", (0, 1, 2)),
         Knob("PERSISTENT", (0, 1)),
         Knob("SPLIT_TAIL", (0, 1, 2), absent=0),
         Knob("EPILOGUE_SUBTILE", (0, 1), absent=0),
@@ -277,8 +312,10 @@ class Matmul(KernelFamily):
         Knob("num_stages", (2, 3, 4, 5), detail=True),
     )
     # the module texts of commits 7c30845, b01d8f8, eac6a39 and bafb748 (edits to docstrings, is_valid and
-    # smem_bytes only) all give this kernel hash; data/ holds rows recorded under the last three
-    recorded_as = {"51499b6997b732c2": ("2fa80221ffc53c63", "b457d84e5d202e6f", "24ad1867b4fb7ede", "39f0dac82c6fac9f")}
+    # smem_bytes only) all give the kernel hash 51499b6997b732c2; data/ holds rows recorded under the last three. TMA=2
+    # (the hint) made this hash; configs of TMA 0 and 1 compile to the instructions they did (compare_kernel_ptx.py)
+    recorded_as = {"38360491cf6a1dd5": ("51499b6997b732c2", "2fa80221ffc53c63", "b457d84e5d202e6f", "24ad1867b4fb7ede",
+                                        "39f0dac82c6fac9f")}
 
     def problems(self, rng: np.random.Generator, n: int) -> list[Problem]:
         out = []
@@ -315,11 +352,14 @@ class Matmul(KernelFamily):
         # fp32 accumulator registers per thread; over 128 the kernel spills
         if config["BLOCK_M"] * config["BLOCK_N"] // (32 * config["num_warps"]) > 128:
             return False
-        if config["TMA"] and not tma_ok({**problem, "e": DTYPE_BYTES[dtype]}):
+        if config["TMA"] == 1 and not tma_ok({**problem, "e": DTYPE_BYTES[dtype]}):
             return False
         # the store in halves only where staging the whole tile leaves no room for this many stages
-        if config["EPILOGUE_SUBTILE"] and (not config["TMA"] or self.smem_bytes(
+        if config["EPILOGUE_SUBTILE"] and (config["TMA"] != 1 or self.smem_bytes(
                 dtype, dict(config, EPILOGUE_SUBTILE=0)) <= hw.smem_per_block):
+            return False
+        # the hinted pointer path only where the hint tells the compiler something
+        if config["TMA"] == 2 and not hint_helps(problem, DTYPE_BYTES[dtype]):
             return False
         # a split tail belongs to the persistent schedule, and only where it splits something
         if config["SPLIT_TAIL"] and (not config["PERSISTENT"] or tail_split(problem, config, hw)[1] < 2):
@@ -354,9 +394,11 @@ class Matmul(KernelFamily):
 
     def compile_key(self, problem: Problem, dtype: str, config: Config, hw: HardwareRecord) -> tuple:
         """Beside the dims, the launch passes ``num_programs`` (specialised: a problem whose program count
-        differs in divisibility needs a binary of its own) and, with a split tail, tensors where else None."""
+        differs in divisibility needs a binary of its own), with a split tail, tensors where else None, and with
+        ``TMA=2`` the vector width it passes."""
         _, split_tiles, _, programs = self._schedule(problem, config, hw)
-        return (*super().compile_key(problem, dtype, config, hw), int_specialisation(programs), split_tiles > 0)
+        vec = hint_width(DTYPE_BYTES[dtype], problem["K"], problem["N"]) if config["TMA"] == 2 else 1
+        return (*super().compile_key(problem, dtype, config, hw), int_specialisation(programs), split_tiles > 0, vec)
 
     @staticmethod
     def _schedule(problem: Problem, config: Config, hw: HardwareRecord) -> tuple[int, int, int, int]:
@@ -378,7 +420,7 @@ class Matmul(KernelFamily):
             partials = torch.empty(split_tiles * splits * bm * bn, device=a.device, dtype=torch.float32)
             if split_tail == 1:
                 arrivals = torch.zeros(split_tiles, device=a.device, dtype=torch.int32)
-        if config["TMA"]:
+        if config["TMA"] == 1:
             from triton.tools.tensor_descriptor import TensorDescriptor
 
             args = (TensorDescriptor.from_tensor(a, [bm, bk]), TensorDescriptor.from_tensor(b, [bk, bn]),
@@ -386,15 +428,18 @@ class Matmul(KernelFamily):
         else:
             args = (a, b, out)
         args += (M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1), programs)
+        # the widest vector these tensors' rows allow (views may be further apart than K and N)
+        vec = hint_width(a.element_size(), a.stride(0), b.stride(0), out.stride(0), K, N) if config["TMA"] == 2 else 1
         kwargs = dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=config["GROUP_M"], TMA=config["TMA"],
                       PERSISTENT=config["PERSISTENT"], partials=partials, arrivals=arrivals, split_tiles=split_tiles,
-                      splits=splits, SPLIT_TAIL=split_tail, EPILOGUE_SUBTILE=config["EPILOGUE_SUBTILE"],
+                      splits=splits, SPLIT_TAIL=split_tail, EPILOGUE_SUBTILE=config["EPILOGUE_SUBTILE"], VEC=vec,
                       num_warps=config["num_warps"], num_stages=config["num_stages"])
         steps = [Launch(matmul_kernel, (programs,), args, kwargs, zero=() if arrivals is None else (arrivals,))]
         if split_tail == 2:
             steps.append(Launch(_reduce_tail_kernel, (split_tiles * bm // REDUCE_ROWS,),
                                 (out, partials, M, N, out.stride(0), out.stride(1), tiles - split_tiles, splits),
-                                dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, num_warps=4)))
+                                dict(BLOCK_M=bm, BLOCK_N=bn, GROUP_M=config["GROUP_M"], ROWS=REDUCE_ROWS, VEC=vec,
+                                     num_warps=4)))
         return steps
 
     def terms(self, c: Cols) -> Cols:
