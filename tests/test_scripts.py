@@ -1184,3 +1184,30 @@ def test_load_probe_mixes_match_torch_and_hint_the_vector_the_rows_allow(data_ro
             c = fam.make_output(problem, "float16", "cpu").fill_(float("nan"))
             lp.bound_mix(fam, problem, a, b, c, config, hw, mix)()
             assert float((c.float() - ref).norm() / ref.norm()) < 1e-3, (problem, persistent, mix)
+
+
+def test_knob_value_sets_each_config_of_the_value_against_its_twin_in_every_whole_space_group(data_root):
+    """scripts/knob_value.py on the data's TMA=2 rows: every whole-space matmul group that holds TMA=2 beside other
+    values is read; each TMA=2 config finds its TMA=0 twin (the whole space holds both); the best without over the
+    best with is the groups' own minimum times."""
+    import pyarrow.dataset as pads
+
+    from costmodel import dataset
+
+    kv = _script_module("knob_value")
+    out = kv.run(str(data_root), "nvidia-h200", "matmul", "TMA", 2, 0)
+    t = dataset.read(str(data_root), kv.COLS, (pads.field("gpu") == "nvidia-h200")
+                     & (pads.field("kernel") == "matmul")).to_pandas()
+    t = t[(t["status"] == "ok") & t.groupby("group_id")["exhaustive"].transform("any")]
+    tma = t["config_json"].map(lambda c: json.loads(c)["TMA"])
+    held = t[tma == 2]["group_id"].unique()
+    assert out["groups"] == len(held) > 0
+    for r in out["rows"]:
+        assert r["twins"] == r["value_configs"] and 0 <= r["value_faster_share"] <= 1
+    g = t[t["group_id"] == held[0]]
+    row = next(r for r in out["rows"] if r["problem"] == json.loads(g["problem_json"].iloc[0])
+               and r["dtype"] == g["dtype"].iloc[0])
+    with_value = tma[g.index] == 2
+    assert row["best_without_over_best_with"] == pytest.approx(g["latency_ms"][~with_value].min()
+                                                              / g["latency_ms"][with_value].min())
+    assert out["value_best_in"] == sum(r["best_without_over_best_with"] > 1 for r in out["rows"])
