@@ -1161,7 +1161,7 @@ def test_load_probe_mixes_match_torch_and_hint_the_vector_the_rows_allow(data_ro
     assert lp.vec(2, 1000, 5000, 5000, 1000, 5000) == 8 and lp.vec(2, 1000, 4095) == 1 and lp.vec(4, 12, 20) == 4
     assert lp.vec(2, 1004, 5000) == 4 and lp.vec(2, 5418, 5474) == 2 and lp.vec(4, 6, 10) == 2
     pointer = lp.unaligned(data_root, 2)  # the data's largest groups whose rows TMA refuses but a hint may vectorise
-    assert len(pointer) == 2 and all(not c["TMA"] and lp.mixes_of(c) == ("ppp", "vvv") for _, _, c, _ in pointer)
+    assert len(pointer) == 2 and all(c["TMA"] != 1 and lp.mixes_of(c) == ("ppp", "vvv") for _, _, c, _ in pointer)
     assert all(not c["SPLIT_TAIL"] for _, _, c, _ in lp.unaligned(data_root, 10))  # the probe's kernel has none
     for p, d, _, _ in pointer:
         e = 2 if d != "float32" else 4

@@ -51,7 +51,7 @@ MIXES = ("ttt", "ppp", "vvv", "vtt", "tvt", "vvt", "ttv", "tvv")
 def todo(previous: str, data: str, data_groups: int) -> list[tuple[dict, str, dict, str]]:
     """The stride probe's shapes whose best config is a TMA config without a split tail (the probe's kernel has
     none)."""
-    return [s for s in shapes(previous, data, data_groups) if s[2]["TMA"] and not s[2].get("SPLIT_TAIL")]
+    return [s for s in shapes(previous, data, data_groups) if s[2]["TMA"] == 1 and not s[2].get("SPLIT_TAIL")]
 
 
 def vec(e: int, *values: int) -> int:
@@ -79,8 +79,9 @@ def unaligned(data: str, n: int) -> list[tuple[dict, str, dict, str]]:
 
 
 def mixes_of(config: dict) -> tuple[str, ...]:
-    """The mixes a config runs: all of ``MIXES`` for a TMA config, the two pointer modes for a pointer one."""
-    return MIXES if config["TMA"] else ("ppp", "vvv")
+    """The mixes a config runs: all of ``MIXES`` for a TMA config, the two pointer modes for a pointer one (TMA 0, or
+    2: the family's hinted pointers, since session 45 the best of most groups whose rows TMA refuses)."""
+    return MIXES if config["TMA"] == 1 else ("ppp", "vvv")
 
 
 # The family's kernel (``costmodel.kernels.matmul``) without the split tail, A, B and C each through TMA or pointers
