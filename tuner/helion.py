@@ -174,7 +174,10 @@ TIE = 0.005
 # helion_restart_replay-helion140-cpu-2026-12-05-s44.json). By the rows standing for each recipe, the worst tune of
 # that problem is 0.984 with restarts against 0.948 without, every other problem's level or better but rms_norm
 # 4096x2048 (0.998 in one of two tunes, a pick from before its restart; 1.012-1.069 in four without), median cold
-# wall 16.1 s against 16.0 (helion_standing-{shipped,restarts0}-cpu-2026-12-05-s44.json in scripts/results).
+# wall 16.1 s against 16.0 (helion_standing-{shipped,restarts0}-cpu-2026-12-05-s44.json in scripts/results). Raced
+# as shipped in session 45 (bench_helion-retimed-h200-2026-12-06-s45.jsonl): rms_norm 13911x12466 0.987, 0.993, 0.997
+# and 1.001 of quick, every walk from the 16-warp loop of 8,192 (the dead end again not reached); rms_norm 4096x2048
+# 1.011 and 1.012, both restarting and both picks from before the restart; all six faster than the default.
 RESTARTS = 1
 # the recipe's knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe): integers
 # but ``tolerance``
