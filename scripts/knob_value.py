@@ -34,11 +34,12 @@ def group_row(d, knob: str, value: int, twin: int) -> dict | None:
     key = [json.dumps({k: v for k, v in c.items() if k != knob}, sort_keys=True) for c in configs]
     twins = {k: t for k, t, c in zip(key, ms, configs) if c.get(knob) == twin}
     ratio = np.array([twins.get(k, np.nan) for k, h in zip(key, has) if h]) / ms[has]
+    paired = ratio[np.isfinite(ratio)]  # configs of the value whose twin the group holds
     return {"problem": json.loads(d["problem_json"].iloc[0]), "dtype": d["dtype"].iloc[0], "configs": len(d),
             "value_configs": int(has.sum()), "best_without_over_best_with": float(ms[~has].min() / ms[has].min()),
-            "twins": int(np.isfinite(ratio).sum()),
-            "median_twin_over_value": float(np.nanmedian(ratio)) if np.isfinite(ratio).any() else None,
-            "value_faster_share": float(np.mean(ratio[np.isfinite(ratio)] > 1)) if np.isfinite(ratio).any() else None}
+            "twins": int(paired.size),
+            "median_twin_over_value": float(np.median(paired)) if paired.size else None,
+            "value_faster_share": float(np.mean(paired > 1)) if paired.size else None}
 
 
 def run(data: str, gpu: str, kernel: str, knob: str, value: int, twin: int) -> dict:
@@ -53,8 +54,8 @@ def run(data: str, gpu: str, kernel: str, knob: str, value: int, twin: int) -> d
                              "values")
     gain = np.array([r["best_without_over_best_with"] for r in rows])
     return {"gpu": gpu, "kernel": kernel, "knob": knob, "value": value, "twin": twin, "groups": len(rows),
-            "value_best_in": int((gain > 1).sum()), "geomean_best_without_over_best_with": float(np.exp(np.log(gain)
-                                                                                                   .mean())),
+            "value_best_in": int((gain > 1).sum()),
+            "geomean_best_without_over_best_with": float(np.exp(np.log(gain).mean())),
             "geomean_space_gain": float(np.exp(np.log(np.maximum(gain, 1)).mean())),
             "rows": sorted(rows, key=lambda r: r["best_without_over_best_with"])}
 
