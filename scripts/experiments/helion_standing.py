@@ -1,8 +1,9 @@
 """Issue 18, CPU: where the shipped Helion tuner stands on the race's problems, from every recorded race row that still
 measures it (``bench_helion.still_valid``: the same ranker, and the same configs timed and picked, under ``--recipe``'s
 changes), not only each problem's last row: per problem, every such tune's ratio against Helion quick's pick and
-against the default (CUDA-graph replay in the row's own call, as the race reads), then ``bench_helion.summarise`` over
-each problem's last such row.
+against the default (CUDA-graph replay in the row's own call, as the race reads) and their geomean, then
+``bench_helion.summarise`` over each problem's last such row. ``same_pairs`` is the noise those ratios carry: over
+every row read, the ratios of one costmodel pick against one quick pick that were raced in more than one row.
 
     .venv/bin/python scripts/experiments/helion_standing.py [--recipe restarts=1] [--out FILE.json]
 """
@@ -10,6 +11,7 @@ each problem's last such row.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
@@ -21,9 +23,36 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_helion import latest, parse_recipe, read_rows, still_valid, summarise  # noqa: E402
 from replay_tune import emit  # noqa: E402
 
+from costmodel.dataset import canonical_json  # noqa: E402
 from costmodel.helion import model as helion_model  # noqa: E402
 
 ROWS = "scripts/results/bench_helion-retimed-h200-*.jsonl"
+
+
+def problem_key(r: dict) -> str:
+    return f"{r['index']} {r['kernel']} {json.dumps(r['problem'])} {r['dtype']}"
+
+
+def vs_quick(r: dict) -> float:
+    return round(r["graph_ms"]["quick"] / r["graph_ms"]["costmodel"], 4)
+
+
+def geomean(xs: list[float]) -> float:
+    return round(math.exp(sum(math.log(x) for x in xs) / len(xs)), 4)
+
+
+def same_pairs(rows: list[dict]) -> dict:
+    """Per problem, the ratios against quick of each (costmodel pick, quick pick) pair raced in several rows."""
+    pairs = defaultdict(list)
+    for r in rows:
+        if r.get("graph_ms") and r["costmodel"].get("config") and r["quick"].get("config"):
+            pair = canonical_json(r["costmodel"]["config"]), canonical_json(r["quick"]["config"])
+            pairs[problem_key(r), pair].append(vs_quick(r))
+    out = defaultdict(list)
+    for (k, _), v in pairs.items():
+        if len(v) > 1:
+            out[k].append(v)
+    return dict(sorted(out.items(), key=lambda kv: int(kv[0].split()[0])))
 
 
 @click.command()
@@ -36,12 +65,13 @@ def main(recipe_pairs: tuple[str, ...], out: str | None) -> None:
     tunes = defaultdict(list)
     for r in kept:
         g = r["graph_ms"]
-        tunes[f"{r['index']} {r['kernel']} {json.dumps(r['problem'])} {r['dtype']}"].append(
-            {"vs_quick": round(g["quick"] / g["costmodel"], 4), "vs_default": round(g["default"] / g["costmodel"], 4)})
+        tunes[problem_key(r)].append({"vs_quick": vs_quick(r), "vs_default": round(g["default"] / g["costmodel"], 4)})
     result = {"recipe": recipe, "rows_read": len(rows), "rows_valid": len(kept),
               "problems": {k: {"tunes": len(v), "below_quick": sorted(t["vs_quick"] for t in v if t["vs_quick"] < 1),
-                               "vs_quick": [t["vs_quick"] for t in v], "vs_default": [t["vs_default"] for t in v]}
+                               "vs_quick": [t["vs_quick"] for t in v], "vs_default": [t["vs_default"] for t in v],
+                               "geomean_vs_quick": geomean([t["vs_quick"] for t in v])}
                            for k, v in sorted(tunes.items(), key=lambda kv: int(kv[0].split()[0]))},
+              "same_pairs": same_pairs(rows),
               "last_valid_rows": summarise(latest(kept))}
     emit(result, Path(out) if out else None)
 
