@@ -72,6 +72,11 @@ def canonical_json(d: dict) -> str:
     return json.dumps(d, sort_keys=True, separators=(",", ":"))
 
 
+def twin_key(config: dict, knob: str) -> str:
+    """The config without one knob: configs that differ only in that knob (twins) share it."""
+    return canonical_json({k: v for k, v in config.items() if k != knob})
+
+
 def group_id(gpu: str, kernel: str, source_hash: str, problem: dict, dtype: str) -> str:
     key = "|".join([gpu, kernel, source_hash, canonical_json(problem), dtype])
     return hashlib.sha256(key.encode()).hexdigest()[:16]

@@ -31,7 +31,7 @@ def group_row(d, knob: str, value: int, twin: int) -> dict | None:
     has = np.array([c.get(knob) == value for c in configs])
     if not has.any() or has.all():
         return None
-    key = [json.dumps({k: v for k, v in c.items() if k != knob}, sort_keys=True) for c in configs]
+    key = [dataset.twin_key(c, knob) for c in configs]
     twins = {k: t for k, t, c in zip(key, ms, configs) if c.get(knob) == twin}
     ratio = np.array([twins.get(k, np.nan) for k, h in zip(key, has) if h]) / ms[has]
     paired = ratio[np.isfinite(ratio)]  # configs of the value whose twin the group holds

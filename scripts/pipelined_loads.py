@@ -35,8 +35,7 @@ def rows(data: str) -> pd.DataFrame:
 def stage_two_over_best(t: pd.DataFrame) -> list[dict]:
     """Per operand alignment and BLOCK_K: a config's time at num_stages=2 over its best stage count (configs timed
     at more than one stage count, 2 among them)."""
-    rest = t.config_json.map(lambda s: json.dumps({k: v for k, v in json.loads(s).items() if k != "num_stages"},
-                                                  sort_keys=True))
+    rest = t.config_json.map(lambda s: dataset.twin_key(json.loads(s), "num_stages"))
     twins = t.groupby([t.group_id, rest]).latency_ms
     t = t.assign(best=twins.transform("min"), twins=twins.transform("size"))
     two = t[(t.cfg_num_stages == 2) & (t.twins > 1)]

@@ -31,7 +31,7 @@ def group_row(d, hw) -> dict | None:
     rounds = np.array([c["SPLIT_TAIL"] > 0 and 2 * tail_split(problem, c, hw)[0] > hw.sm_count for c in configs])
     if not rounds.any():
         return None
-    twin_key = [json.dumps({k: v for k, v in c.items() if k != "SPLIT_TAIL"}, sort_keys=True) for c in configs]
+    twin_key = [dataset.twin_key(c, "SPLIT_TAIL") for c in configs]
     unsplit = {k: t for k, t, c in zip(twin_key, d["latency_ms"], configs) if c["SPLIT_TAIL"] == 0}
     split_ms = d["latency_ms"].to_numpy()[rounds]
     ratio = np.array([unsplit.get(k, np.nan) for k, r in zip(twin_key, rounds) if r]) / split_ms

@@ -221,3 +221,13 @@ def test_a_tune_record_joins_the_group_recorded_under_an_older_hash(data_root, t
     t = dataset.read(tmp_path, ["group_id", "source_hash", "run_id"])
     assert set(t["group_id"].to_pylist()) == {gid} and t.num_rows == full.num_rows
     assert set(t["source_hash"].to_pylist()) == {rows["source_hash"][0].as_py()}
+
+
+def test_twins_share_a_key_only_where_they_differ_in_that_knob_alone():
+    """``dataset.twin_key`` pairs a config with its twin (knob_value, split_rounds): the same key whatever the knob's
+    value and the keys' order, another where a second knob differs too."""
+    config = {"BLOCK_M": 128, "TMA": 2, "num_stages": 3}
+    twin = {"num_stages": 3, "TMA": 0, "BLOCK_M": 128}
+    assert dataset.twin_key(config, "TMA") == dataset.twin_key(twin, "TMA")
+    assert dataset.twin_key(config, "TMA") != dataset.twin_key({**twin, "num_stages": 4}, "TMA")
+    assert dataset.twin_key(config, "num_stages") != dataset.twin_key(twin, "num_stages")

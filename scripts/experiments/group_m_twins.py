@@ -51,7 +51,7 @@ def pair_ratios(data: str) -> dict:
     for gid, pj, cj, ms in zip(*(table[n].to_pylist() for n in ("group_id", "problem_json", "config_json",
                                                                    "latency_ms"))):
         c = json.loads(cj)
-        rest = json.dumps({k: v for k, v in c.items() if k != "GROUP_M"}, sort_keys=True)
+        rest = dataset.twin_key(c, "GROUP_M")
         pairs[(gid, rest)][c["GROUP_M"]] = (ms, json.loads(pj), c)
     ratios = collections.defaultdict(list)
     for d in pairs.values():
