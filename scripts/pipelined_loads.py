@@ -25,7 +25,7 @@ COLUMNS = ["kernel", "status", "latency_ms", "source_hash", "dim_K", "dim_N", "g
 
 def rows(data: str) -> pd.DataFrame:
     t = dataset.read(data, COLUMNS).to_pandas()
-    t = t[(t.kernel == "matmul") & (t.status == "ok") & (t.source_hash == get_family("matmul").kernel_hash)
+    t = t[(t.kernel == "matmul") & (t.status == "ok") & t.source_hash.isin(get_family("matmul").group_hashes)
           & (t.cfg_TMA == 0)].copy()
     k_al, n_al = t.dim_K % 16 == 0, t.dim_N % 16 == 0
     t["operands"] = np.where(k_al & n_al, "both aligned", np.where(~k_al & ~n_al, "both unaligned", "one aligned"))
