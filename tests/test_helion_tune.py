@@ -1050,6 +1050,7 @@ def _fallback(tuner, rows, cm_dir, kernel="helion:matmul", problem=None, dtype="
     bound, args = _bound(kernel, problem, dtype)
     with pytest.warns(htune.HelionFallbackWarning) as w:
         tuner(bound, args).autotune()
+    assert tuner.handed_over and tuner.handed_over in str(w[0].message)
     with warnings.catch_warnings():
         warnings.simplefilter("error", htune.HelionFallbackWarning)  # said once
         tuner(*_bound(kernel, problem, dtype)).autotune(skip_cache=True)
@@ -1076,6 +1077,24 @@ def test_unknown_gpu_hands_over_with_another_gpus_model(rows, trained, fake_sear
     message, want = _fallback(tuner, rows, trained)
     assert "nvidia-b300" in message
     assert [configs.config_json(c) for c in fake_search.seeds[0]] == want
+
+
+def test_a_cache_hit_after_helions_search_says_nothing_and_searches_nothing(rows, trained, fake_search):
+    """A second process (a new tuner) on a problem Helion's own search tuned is answered by Helion's cache: no
+    message that Helion's search runs, no search, and ``handed_over`` None, so that `costmodel tune` reports the path
+    "cache" (on an H100 in session 47 the second process, answered in 2 s, said the search ran and reported
+    "fallback")."""
+    _, problem, dtype = _matmul_group(rows)
+    first = htune.CostModelAutotuner(trained, candidates=8, gpu=GPU, helion_version="0.9.9", timer=NoTimer())
+    with pytest.warns(htune.HelionFallbackWarning):
+        picked = first(*_bound("helion:matmul", problem, dtype)).autotune()
+    assert first.handed_over and len(fake_search.seeds) == 1
+    again = htune.CostModelAutotuner(trained, candidates=8, gpu=GPU, helion_version="0.9.9", timer=NoTimer())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", htune.HelionFallbackWarning)
+        got = again(*_bound("helion:matmul", problem, dtype)).autotune()
+    assert configs.config_json(got) == configs.config_json(picked)
+    assert len(fake_search.seeds) == 1 and again.handed_over is None and again.last == {}
 
 
 def test_a_kernel_unlike_the_data_hands_over(rows, fake_search, tmp_path):

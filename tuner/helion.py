@@ -858,6 +858,8 @@ class CostModelAutotuner:
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
         self.last: dict = {}  # what the last search did: candidates, the batch, the verification, the best, times
+        # why Helion's own search ran at the last call (None: it did not, a cache hit or the model's search did)
+        self.handed_over: str | None = None
         self.dropped = 0  # candidates the last ranking left out as unlikely to run (``runnable``)
 
     # --- Helion's hook -------------------------------------------------------------------------------------
@@ -866,14 +868,14 @@ class CostModelAutotuner:
         from helion.autotuner import cache_classes
 
         cache_cls = cache_classes[bound_kernel.settings.autotune_cache]
+        self.last, self.handed_over = {}, None  # a cache hit searches nothing
         cm, why = self.fit(bound_kernel, args)
         if why is None:
             def search():
                 return CostModelSearch(self, cm, bound_kernel, args)
 
             return cache_cls(search(), autotuner_factory=search)
-        self.say_once(why)
-        return self.helion_search(bound_kernel, args, cm, **kwargs)
+        return self.helion_search(bound_kernel, args, cm, why, **kwargs)
 
     # --- does the model fit? -------------------------------------------------------------------------------
 
@@ -942,15 +944,20 @@ class CostModelAutotuner:
         self.dropped = sum(len(r) - len(c) for r, c in zip(ranked, kept))
         return alternate(kept), hconfigs.normalise(spec.default_config(), counts)
 
-    def helion_search(self, bound, args, cm, **kwargs):
+    def helion_search(self, bound, args, cm, why: str, **kwargs):
         """Helion's own search, wrapped in its cache as ``default_autotuner_fn`` builds it, with the model's top
-        configs added to the ``autotune_seed_configs`` setting when it runs (a cache hit ranks nothing)."""
+        configs added to the ``autotune_seed_configs`` setting when it runs. Why the model does not fit is said when
+        the search starts: a cache hit ranks nothing, and on an H100 its second process, answered by the cache in
+        2 s, said that Helion's search ran (session 47)."""
         from helion.runtime.settings import default_autotuner_fn
 
         tuner = default_autotuner_fn(bound, args, **kwargs)
-        seeds: Callable[[], list] = (
-            lambda: [families.helion_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]]
-        ) if cm is not None else list
+
+        def seeds() -> list:
+            self.say_once(why)
+            self.handed_over = why
+            return [families.helion_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]] if cm else []
+
         factory = tuner._autotuner_factory
         tuner.autotuner = Seeded(tuner.autotuner, seeds)
         if factory is not None:

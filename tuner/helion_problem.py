@@ -7,6 +7,7 @@ helion:<name>`` runs it: the kernel bound to the problem's seeded inputs, then
 - ``tune``: the kernel's first call on the GPU with ``CostModelAutotuner`` as its ``autotuner_fn``, Helion's own
   call path: Helion's cache answers where a process tuned this problem before (``path`` "cache"), the model's search
   runs where the model fits ("model"), else Helion's own search, seeded with the model's top configs ("fallback").
+  ``fallback`` gives why the model does not fit, also where the cache answered.
 
 This module imports helion when called, never at import."""
 
@@ -66,7 +67,7 @@ def tune(kernel: str, problem: dict, dtype: str, tuner: CostModelAutotuner) -> d
                       None)
     return {"gpu": _gpu_of(args), "kernel": fam.kernel,
             "problem": problem, "dtype": dtype, "helion_version": helion_version(),
-            "path": "fallback" if why else "model" if last else "cache", "fallback": why,
+            "path": "fallback" if tuner.handed_over else "model" if last else "cache", "fallback": why,
             "candidates": last.get("candidates"), "benchmarked": len(last.get("timed", [])),
             "best": {"config": config, "latency_ms": last.get("best", {}).get("ms")},
             "default_latency_ms": last.get("default_ms") if default_ms is None else default_ms,
