@@ -956,7 +956,9 @@ class CostModelAutotuner:
         def seeds() -> list:
             self.say_once(why)
             self.handed_over = why
-            return [families.helion_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]] if cm else []
+            if cm is None:
+                return []
+            return [families.helion_config(c) for c in self.ranked(cm, bound, args)[0][: self.n_seeds]]
 
         factory = tuner._autotuner_factory
         tuner.autotuner = Seeded(tuner.autotuner, seeds)
