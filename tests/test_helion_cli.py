@@ -103,7 +103,8 @@ print(json.dumps({"ok": 1}))
 @pytest.mark.gpu
 def test_a_helion_kernel_tuned_from_the_command_line_is_answered_by_helion_s_cache_next_time(tmp_path):
     """Two processes, one Helion cache: the first ranks, times the top k and the default and picks; the second
-    answers from the cache with the same config, timing nothing."""
+    answers from the cache with the same config, searching nothing, and times the pick and the default after the
+    call."""
     env = {**os.environ, "HELION_CACHE_DIR": str(tmp_path / "helion"),
            "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
 
@@ -121,6 +122,7 @@ def test_a_helion_kernel_tuned_from_the_command_line_is_answered_by_helion_s_cac
     assert first["helion_config"].startswith("helion.Config(")
     assert second["path"] == "cache" and second["benchmarked"] == 0 and not second["search"]
     assert configs.config_json(second["best"]["config"]) == configs.config_json(first["best"]["config"])
+    assert second["best"]["latency_ms"] > 0 and second["default_latency_ms"] > 0  # timed after the cache's answer
     assert second["wall_s"] < first["wall_s"]
 
 

@@ -1097,6 +1097,25 @@ def test_a_cache_hit_after_helions_search_says_nothing_and_searches_nothing(rows
     assert len(fake_search.seeds) == 1 and again.handed_over is None and again.last == {}
 
 
+def test_a_pick_timed_after_the_call_reads_as_the_verification_does():
+    """Where the model's search did not run (Helion's cache answered, or Helion's own search), ``costmodel tune``
+    times the pick and the default after the call (``time_pick``) as the verification does: the re-timing where it
+    re-times a config, else the batch's time; a pick that is the default is timed once, both figures its own.
+    Replayed from the H200's tune of matmul 4155x4096x4476 bf16 (session 32), three of whose configs it re-timed."""
+    row = json.loads((ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-04-s32a.jsonl").read_text()
+                     .splitlines()[1])
+    search = row["costmodel"]["search"]
+    replay = htune.HelionReplay.of_tunes([search])
+    (a, b), key = search["verified"][:2], configs.config_json
+    assert htune.time_pick(replay, None, None, a["config"], b["config"]) == (a["ms"], b["ms"])
+    assert a["ms"] != a["batch_ms"]
+    once = next(t for t in search["timed"] if t["ms"] and key(t["config"]) not in {key(v["config"]) for v in
+                                                                                search["verified"]})
+    assert htune.time_pick(replay, None, None, once["config"], a["config"]) == (once["ms"], a["ms"])
+    assert htune.time_pick(replay, None, None, b["config"], b["config"]) == (b["ms"], b["ms"])
+    assert replay.asked[-1] == [b["config"]]
+
+
 def test_a_kernel_unlike_the_data_hands_over(rows, fake_search, tmp_path):
     """SwiGLU tiles two dims with no reduction; a model fitted without the rows of every kernel so made (GeGLU's too,
     once collected) saw kernels that tile one with a reduction, or more dims."""
@@ -1361,6 +1380,21 @@ def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     ranked = small["last"]["candidates"] + small["last"]["dropped"]
     assert small["twin_candidates"] > 0 and 300 < ranked <= 300 + small["twin_candidates"]
     _verified(small)
+
+
+@pytest.mark.gpu
+def test_a_lone_config_is_timed_on_the_gpu():
+    """Helion's compile-and-benchmark path times a batch of one config (a step to a lone neighbour, a pick that is
+    the default timed after the call: ``time_pick``), checked against the default config's output; any CUDA GPU."""
+    fam = families.get("helion:softmax")
+    problem = {"M": 64, "N": 2560}
+    args = fam.args(problem, fam.make_inputs(problem, "float16", "cuda"))
+    bound = fam.with_settings().bind(args)
+    default = configs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
+    (ms,) = htune.HelionBenchmark().measure(bound, args, [default])
+    assert ms is not None and ms > 0
+    best, default_ms = htune.time_pick(htune.HelionBenchmark(), bound, args, default, default)
+    assert best == default_ms and best > 0
 
 
 @pytest.mark.parametrize("name,problem", [("matmul", {"M": 4096, "N": 4096, "K": 4096}),

@@ -284,7 +284,7 @@ class HelionBenchmark:
         if self.in_process and subprocess_allowed:
             settings.autotune_benchmark_subprocess = False
         try:
-            if len(configs) > 1:  # nothing to check a single config against
+            if configs:  # a lone config too: Helion checks it against the default config's output all the same
                 search = _timed_search()(bound, args, [families.helion_config(c) for c in configs])
                 search.autotune(skip_cache=True)
                 kept = search, {**(kept[1] if kept else {}),
@@ -342,6 +342,19 @@ def graph_times(fns: list, call_ms: list[float], args: Sequence[object], rounds:
         for i in (range(len(fns)) if r % 2 == 0 else reversed(range(len(fns)))):
             times[i].append(timers[i]())
     return [float(np.median(t)) for t in times]
+
+
+def time_pick(timer: HelionTimer, bound, args: Sequence[object], config: dict,
+              default: dict) -> tuple[float | None, float | None]:
+    """(``config``'s ms, ``default``'s ms), canonical configs timed by ``timer`` as the model's search verifies its
+    pick: one batch, the output checked, then the re-timing side by side (a config it did not re-time keeps its
+    batch time). For a call whose search timed nothing here: Helion's cache answered, or Helion's own search ran,
+    whose timings stay inside it."""
+    pair = [config] if hconfigs.config_json(config) == hconfigs.config_json(default) else [config, default]
+    ms = timer.measure(bound, args, pair)
+    steady = timer.retime(bound, args, pair)
+    got = [m if s is None else s for m, s in zip(ms, steady)]
+    return got[0], got[-1]
 
 
 def _timed_search():
@@ -1057,4 +1070,4 @@ class CostModelSearch:
 costmodel_autotuner = CostModelAutotuner()
 
 __all__ = ["CostModelAutotuner", "CostModelSearch", "HelionBenchmark", "HelionFallbackWarning", "HelionReplay",
-           "costmodel_autotuner", "family_of", "finalists", "pick"]
+           "costmodel_autotuner", "family_of", "finalists", "pick", "time_pick"]

@@ -19,7 +19,7 @@ from costmodel import model
 from costmodel.errors import CostModelError
 from costmodel.helion import configs as hconfigs, families, helion_version
 from costmodel.helion import model as helion_model
-from tuner.helion import K, CostModelAutotuner, _gpu_of
+from tuner.helion import K, CostModelAutotuner, _gpu_of, time_pick
 
 
 def model_gpu(gpu: str | None, model_ref: str | None) -> str | None:
@@ -55,22 +55,26 @@ def tune(kernel: str, problem: dict, dtype: str, tuner: CostModelAutotuner) -> d
     the config it runs, how it was found, and what the tuner timed (``tuner.last``; empty unless the model's search
     ran). ``wall_s``: the first call, compile and search included, the inputs made before it. The pick's and the
     default's latencies are their re-timings in the search's verification, side by side (the default is always
-    re-timed), else the batch's."""
+    re-timed), else the batch's; where the model's search did not run (``path`` "cache" or "fallback"), the two
+    timed after the call the same way (``time_pick``), not counted in ``wall_s``."""
     fam = families.get(kernel)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
     wall, bound, config = first_call(fam.with_settings(autotuner_fn=tuner), args)
     cm, why = tuner.fit(bound, args)
-    last = tuner.last
-    default = hconfigs.config_json(hconfigs.normalise(bound.config_spec.default_config(),
-                                                      families.op_counts(bound.config_spec)))
-    default_ms = next((v["ms"] for v in last.get("verified", []) if hconfigs.config_json(v["config"]) == default),
-                      None)
+    last, path = tuner.last, "fallback" if tuner.handed_over else "model" if tuner.last else "cache"
+    default = hconfigs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
+    if path == "model":
+        best_ms = last["best"]["ms"]
+        key = hconfigs.config_json(default)
+        default_ms = next((v["ms"] for v in last["verified"]
+                           if hconfigs.config_json(v["config"]) == key and v["ms"] is not None), last["default_ms"])
+    else:  # the cache's answer, or Helion's own search's pick (its timings stay inside it): timed now, as verified
+        best_ms, default_ms = time_pick(tuner.timer, bound, args, config, default)
     return {"gpu": _gpu_of(args), "kernel": fam.kernel,
             "problem": problem, "dtype": dtype, "helion_version": helion_version(),
-            "path": "fallback" if tuner.handed_over else "model" if last else "cache", "fallback": why,
+            "path": path, "fallback": why,
             "candidates": last.get("candidates"), "benchmarked": len(last.get("timed", [])),
-            "best": {"config": config, "latency_ms": last.get("best", {}).get("ms")},
-            "default_latency_ms": last.get("default_ms") if default_ms is None else default_ms,
+            "best": {"config": config, "latency_ms": best_ms}, "default_latency_ms": default_ms,
             "helion_config": repr(families.helion_config(config)), "wall_s": wall,
             "model_data_hash": cm.meta.get("data", {}).get("hash") if cm else None, "search": last}
 
