@@ -27,6 +27,31 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(skip)
 
 
+def _shipped_for_this_gpu(helion: bool) -> str:
+    from costmodel import hardware, model
+
+    gpu = hardware.current().gpu
+    if not (model.MODELS_DIR / gpu / ("helion" if helion else "") / model.META_FILE).exists():
+        shipped = sorted(d.name for d in model.MODELS_DIR.iterdir() if (d / model.META_FILE).exists())
+        pytest.skip(f"no {'Helion ' if helion else ''}model ships for {gpu} (only for {', '.join(shipped)})")
+    return gpu
+
+
+@pytest.fixture
+def shipped_gpu():
+    """The visible GPU's slug; skips where no Triton model ships for it (the tuner refuses there, as the CPU tests
+    check): a GPU test of the model's path fails on such a card for a reason that is no bug (an H100, session 43)."""
+    return _shipped_for_this_gpu(helion=False)
+
+
+@pytest.fixture
+def shipped_helion_gpu():
+    """The visible GPU's slug; skips where no Helion model ships for it. There the tuner hands over to Helion's own
+    search (the CPU tests check the hand-over), and a GPU test of the model's path would time that whole search: over
+    300 s on an H100 (session 53)."""
+    return _shipped_for_this_gpu(helion=True)
+
+
 # --- fixtures of the model tests (test_model.py, test_tracking.py) ------------------------------------------
 
 def invoke_cli(*args: str) -> tuple[int, str, str]:

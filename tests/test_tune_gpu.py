@@ -13,6 +13,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("shipped_gpu")
 @pytest.mark.parametrize("kernel,shape,dtype", [("rmsnorm", "M=4096,N=4096", "float16"),
                                                 ("matmul", "M=333,N=2049,K=1000", "bfloat16")])
 def test_tune_command_on_the_gpu(kernel, shape, dtype, tmp_path):
@@ -43,3 +44,22 @@ def test_the_driver_reports_the_record_torch_does():
     from costmodel import hardware
 
     assert hardware.from_driver() == hardware.from_torch()
+
+
+
+@pytest.mark.parametrize("fixture", ["shipped_gpu", "shipped_helion_gpu"])
+@pytest.mark.parametrize("card", ["nvidia-h200", "nvidia-h100-80gb-hbm3"])
+def test_the_model_path_s_gpu_tests_run_on_a_card_with_a_shipped_model_and_skip_on_another(fixture, card, request,
+                                                                                          monkeypatch):
+    """An H100 has no shipped model: there the GPU tests of the model's path skip, naming the card, rather than fail
+    (Triton's) or time Helion's whole search (Helion's); on the H200 they run."""
+    from dataclasses import replace
+
+    from costmodel import hardware
+
+    monkeypatch.setattr(hardware, "current", lambda *a, **k: replace(hardware.KNOWN["nvidia-h200"], gpu=card))
+    if card == "nvidia-h200":
+        assert request.getfixturevalue(fixture) == card
+    else:
+        with pytest.raises(pytest.skip.Exception, match=f"model ships for {card} .only for nvidia-h200"):
+            request.getfixturevalue(fixture)
