@@ -1335,6 +1335,7 @@ def test_with_restarts_the_h200_walk_starts_again_from_the_batch():
 
 
 @pytest.mark.gpu
+@pytest.mark.usefixtures("shipped_helion_gpu")  # a model of H200 rows: on another card, Helion's search
 def test_autotuner_fn_on_the_gpu(with_runs, tmp_path):
     """A kernel call tunes through Helion's compile-and-benchmark path (the candidates less those the runs classifier
     drops; the top-k and the default timed; the batch's fastest and the default re-timed by Helion's rebenchmark, or by
