@@ -46,7 +46,6 @@ def test_the_driver_reports_the_record_torch_does():
     assert hardware.from_driver() == hardware.from_torch()
 
 
-
 @pytest.mark.parametrize("fixture", ["shipped_gpu", "shipped_helion_gpu"])
 @pytest.mark.parametrize("card", ["nvidia-h200", "nvidia-h100-80gb-hbm3"])
 def test_the_model_path_s_gpu_tests_run_on_a_card_with_a_shipped_model_and_skip_on_another(fixture, card, request,
