@@ -31,8 +31,9 @@ def _shipped_for_this_gpu(helion: bool) -> str:
     from costmodel import hardware, model
 
     gpu = hardware.current().gpu
-    if not (model.MODELS_DIR / gpu / ("helion" if helion else "") / model.META_FILE).exists():
-        shipped = sorted(d.name for d in model.MODELS_DIR.iterdir() if (d / model.META_FILE).exists())
+    pattern = f"*/helion/{model.META_FILE}" if helion else f"*/{model.META_FILE}"
+    shipped = sorted({m["gpu"] for m in model.shipped(pattern)})
+    if gpu not in shipped:
         pytest.skip(f"no {'Helion ' if helion else ''}model ships for {gpu} (only for {', '.join(shipped)})")
     return gpu
 
