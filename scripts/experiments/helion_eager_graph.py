@@ -3,7 +3,7 @@ the verification's CUDA-graph replay (what the race reads) on each race problem,
 recorded verification (``costmodel.search.verified``: each finalist's and the default's batch ms beside its graph ms).
 
 Per problem: the finalists' graph ms (the fastest), ``offset_spread`` (per tune, the largest over the smallest
-eager/graph ratio among its re-timed configs: how much a config-dependent launch cost moves their eager order; the
+eager/graph ratio among its re-timed configs: how far a cost graph replay does not see moves their eager order; the
 median over tunes), ``first_not_fastest`` (the share of tunes whose batch-fastest finalist is not the fastest by
 graph replay) and ``default_offset`` (per tune, the default's eager/graph ratio over the median finalist's; the
 median over tunes: above 1, eager timing reads the default slower than graph replay does).
@@ -63,7 +63,8 @@ def main(out: str | None) -> None:
         for row in read_rows((str(path),)):
             if (t := one_tune(row)) is not None:
                 tunes[f"{row['kernel']} {json.dumps(row['problem'])} {row['dtype']}"].append(t)
-    emit({"graph_timed_tunes": sum(map(len, tunes.values())), "problems": by_problem(tunes)}, Path(out) if out else None)
+    result = {"graph_timed_tunes": sum(map(len, tunes.values())), "problems": by_problem(tunes)}
+    emit(result, Path(out) if out else None)
 
 
 if __name__ == "__main__":
