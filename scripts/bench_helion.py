@@ -340,14 +340,15 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
     standing still, within the rounds asked (``tuner.helion.climb_rounds_alike``), and in ``ties``, where on its
     timings every step would have gone on from the same config (``tuner.helion.ties_alike``), in ``verify_ties``,
     where as many configs would have been re-timed (``tuner.helion.verify_ties_alike``), in ``restarts``, where its
-    walk would have started again as often (``tuner.helion.restarts_alike``), in ``tolerance``, where its
+    walk would have started again as often (``tuner.helion.restarts_alike``), in ``walk_graph``, where its first
+    batch ran too slow for graph-timed batches (``tuner.helion.walk_graph_alike``), in ``tolerance``, where its
     verification would have picked the same (``tuner.helion.tolerance_alike``); and none of the
     configs the row's tune timed below the runs classifier's floor. Dropping only removes candidates, in the
     ranker's order, so a tune none of whose timed configs is dropped ranks, times and re-times the same ones
     (tuner.helion.runnable, alternate)."""
     from costmodel.helion import model as helion_model
     from tuner.helion import (CLIMB_ROUNDS, RECIPE_BEFORE, CostModelAutotuner, climb_rounds_alike, default_walk_alike,
-                              restarts_alike, ties_alike, tolerance_alike, verify_ties_alike)
+                              restarts_alike, ties_alike, tolerance_alike, verify_ties_alike, walk_graph_alike)
 
     now = CostModelAutotuner(objective=OBJECTIVE, **(recipe or {})).recipe()
 
@@ -361,6 +362,7 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
                   "ties": lambda: ties_alike(search, now.get("ties", 0)),
                   "verify_ties": lambda: verify_ties_alike(search, now.get("verify_ties", 0)),
                   "restarts": lambda: restarts_alike(search, now.get("restarts", 0)),
+                  "walk_graph": lambda: walk_graph_alike(search, now.get("walk_graph", 0)),
                   "tolerance": lambda: tolerance_alike(search, default,
                                                        now.get("tolerance", RECIPE_BEFORE["tolerance"]))}
         return differ <= set(checks) and all(checks[k]() for k in differ)
@@ -386,9 +388,10 @@ def still_valid(rows: list[dict], cm, recipe: dict | None = None) -> list[dict]:
 
 def parse_recipe(pairs: tuple[str, ...]) -> dict[str, int | float]:
     """``--recipe NAME=N`` pairs: costmodel's tuner's knobs (``tuner.helion.RECIPE_KNOBS``: the integers k, refill,
-    climb, climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts, and
-    the fraction tolerance) set to other values than the shipped ones, to race a variant before it ships; the rows
-    record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the shipped tuner's."""
+    climb, climb_rounds, local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts,
+    walk_graph, and the fraction tolerance) set to other values than the shipped ones, to race a variant before it
+    ships; the rows record the recipe their tunes ran (``search.recipe``), so ``--still-valid`` tells them from the
+    shipped tuner's."""
     if not pairs:
         return {}
     from tuner.helion import RECIPE_KNOBS as names
@@ -503,8 +506,8 @@ def load_model(where: str):
               "Helion's picks are the rows'")
 @click.option("--recipe", "recipe_pairs", multiple=True, metavar="NAME=N",
               help="costmodel's tunes with this knob of the tuner's recipe changed (k, refill, climb, climb_rounds, "
-              "local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts), e.g. "
-              "--recipe ties=3; repeatable")
+              "local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts, walk_graph), "
+              "e.g. --recipe ties=3; repeatable")
 @click.option("--model", "model", default=None, metavar="DIR",
               help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR), not "
               "the shipped one: a model raced before it ships (rows record its data hash and training parameters)")

@@ -969,6 +969,82 @@ def test_the_objective_decides_what_the_verification_re_times_by(objective, monk
         htune.CostModelAutotuner(objective="wall")
 
 
+@pytest.mark.parametrize("walk_graph", [0, 1])
+def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay(walk_graph, monkeypatch):
+    """softmax 64x2560 fp16 (session 24's race row), whose batch ran at 5 us: with ``walk_graph`` every batch of the
+    tune, the first and one measured with ``more``, answers by graph replay (one round each, the recorded graph
+    rounds), so the default beats the tune's pick as the race reads them; without, Helion's batch timing, where the
+    pick wins. A first batch that ran at or above WALK_GRAPH_BELOW_MS keeps Helion's timing. Nothing runs."""
+    from helion.autotuner import base_search
+    from helion.autotuner.benchmark_provider import BenchmarkResult
+
+    from costmodel import benchmark
+
+    path = ROOT / "scripts/results/bench_helion-retimed-h200-2026-12-02-s24a.jsonl"
+    row = next(r for r in map(json.loads, path.read_text().splitlines()) if r["problem"] == {"M": 64, "N": 2560})
+    pick, default = _raced_config(row, "costmodel"), row["default"]["config"]
+    key = configs.config_json
+    batch_ms = {key(t["config"]): t["ms"] for t in row["costmodel"]["search"]["timed"]}
+    graph = {key(pick): row["graph_rounds_ms"]["costmodel"], key(default): row["graph_rounds_ms"]["default"]}
+    fam = families.get(row["kernel"])
+    bound, args = _bound(row["kernel"], row["problem"], row["dtype"],
+                         autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
+    counts = families.op_counts(bound.config_spec)
+    ran, timed, scale = [], [], [1.0]
+
+    def benchmark_batch(self, cfgs, *, desc=""):
+        return [BenchmarkResult(config=c, fn=lambda *a, j=key(dict(c), counts): ran.append(j),
+                                perf=batch_ms[key(dict(c), counts)] * scale[0], status="ok", compile_time=None)
+                for c in cfgs]
+
+    def graph_timer(calls):
+        ran.clear()
+        calls[0]()
+        j = ran[0]
+
+        def time_it():
+            timed.append(j)
+            return graph[j][timed.count(j) - 1]
+        return time_it
+
+    l2 = 62914560  # the H200's (hardware.py)
+    monkeypatch.setattr(base_search.BaseSearch, "benchmark_batch", benchmark_batch)
+    monkeypatch.setattr(benchmark, "graph_timer", graph_timer)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda d: type("P", (), {"L2_cache_size": l2}))
+    timer = htune.CostModelAutotuner(walk_graph=walk_graph).timer
+    a, b = key(pick), key(default)
+    assert batch_ms[b] < htune.WALK_GRAPH_BELOW_MS
+    first, second = timer.measure(bound, args, [pick, default]), timer.measure(bound, args, [default], more=True)
+    if walk_graph:
+        assert timer.batch_timing == "graph" and timed == [a, b, b]
+        assert (first, second) == ([graph[a][0], graph[b][0]], [graph[b][1]]) and first[1] < first[0]
+    else:
+        assert timer.batch_timing == "eager" and not timed
+        assert (first, second) == ([batch_ms[a], batch_ms[b]], [batch_ms[b]]) and first[0] < first[1]
+    scale[0] = htune.WALK_GRAPH_BELOW_MS / batch_ms[a]  # the same batch, run at the bound
+    assert timer.measure(bound, args, [pick, default])[0] == pytest.approx(htune.WALK_GRAPH_BELOW_MS)
+    assert timer.batch_timing == "eager"
+
+
+def test_walk_graph_changes_only_the_race_tunes_whose_first_batch_ran_under_its_bound():
+    """``walk_graph_alike`` on every race tune of the shipped recipe's kind: with ``walk_graph`` 1 a tune whose first
+    batch's fastest ran under WALK_GRAPH_BELOW_MS (the four problems under 10 us by graph replay: the small
+    softmaxes, rms_norm and layer_norm 4096x2048) would have timed otherwise, each of their tunes, every other tune
+    alike; at its own recipe's value, all alike."""
+    rows = [json.loads(line) for f in sorted((ROOT / "scripts/results").glob("bench_helion-retimed-h200-*.jsonl"))
+            for line in f.open()]
+    searches = [(r["kernel"], r["problem"], r["costmodel"]["search"]) for r in rows
+                if (r.get("costmodel") or {}).get("search", {}).get("timed")]
+    changed = {(k, json.dumps(p)) for k, p, s in searches if not htune.walk_graph_alike(s, 1)}
+    assert not {(k, json.dumps(p)) for k, p, s in searches if htune.walk_graph_alike(s, 1)} & changed  # each tune
+    assert changed == {("helion:softmax", '{"M": 64, "N": 2560}'), ("helion:softmax", '{"M": 64, "N": 3072}'),
+                       ("helion:rms_norm", '{"M": 4096, "N": 2048}'), ("helion:layer_norm", '{"M": 4096, "N": 2048}')}
+    assert all(htune.walk_graph_alike(s, 0) for _, _, s in searches)
+    assert htune.CostModelAutotuner(walk_graph=1).recipe()["walk_graph"] == 1
+    assert "walk_graph" not in htune.CostModelAutotuner().recipe()
+
+
 def test_a_second_batch_is_re_timed_beside_the_first(monkeypatch):
     """HelionBenchmark: a batch measured with ``more`` keeps the last batch's compiled functions, and the
     re-timing runs those of both (the race's rms_norm pick from the first batch, quick's config from the second;
@@ -1396,6 +1472,24 @@ def test_a_lone_config_is_timed_on_the_gpu():
     assert ms is not None and ms > 0
     best, default_ms = htune.time_pick(htune.HelionBenchmark(), bound, args, default, default)
     assert best == default_ms and best > 0
+
+
+@pytest.mark.gpu
+def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay_on_the_gpu():
+    """``walk_graph``'s timer on a real GPU: softmax 64x2560 fp16's default and one neighbour, a 2-5 us kernel, are
+    timed by Helion's batch and then answered by CUDA-graph replay (batch_timing "graph"), for a batch measured with
+    ``more`` too; each graph time is positive and below the batch's eager time, which carries the launch."""
+    fam = families.get("helion:softmax")
+    problem = {"M": 64, "N": 2560}
+    args = fam.args(problem, fam.make_inputs(problem, "float16", "cuda"))
+    bound = fam.with_settings().bind(args)
+    default = configs.normalise(bound.config_spec.default_config(), families.op_counts(bound.config_spec))
+    other = families.neighbours(bound, default, 1)[0]
+    eager = htune.HelionBenchmark().measure(bound, args, [default, other])
+    timer = htune.CostModelAutotuner(walk_graph=1).timer
+    first, (again,) = timer.measure(bound, args, [default, other]), timer.measure(bound, args, [default], more=True)
+    assert timer.batch_timing == "graph" and min(t for t in eager if t is not None) < htune.WALK_GRAPH_BELOW_MS
+    assert all(g is None or 0 < g < e for g, e in zip(first, eager) if e is not None) and 0 < again < eager[0]
 
 
 @pytest.mark.parametrize("name,problem", [("matmul", {"M": 4096, "N": 4096, "K": 4096}),

@@ -179,14 +179,24 @@ TIE = 0.005
 # and 1.001 of quick, every walk from the 16-warp loop of 8,192 (the dead end again not reached); rms_norm 4096x2048
 # 1.011 and 1.012, both restarting and both picks from before the restart; all six faster than the default.
 RESTARTS = 1
+# 1: where the first batch's fastest ran under WALK_GRAPH_BELOW_MS by Helion's timing, every batch of the tune (the
+# first, the refill, each step's) is timed by CUDA-graph replay (``graph_times``, one round), as the verification and
+# the race time, instead of Helion's eager do_bench. On the race's four problems under 10 us (softmax 64x2560 and
+# 64x3072, rms_norm and layer_norm 4096x2048) eager timing strays from graph replay by config, a median 9-24% between
+# the configs a tune re-timed, against 0.4-6% on the other eleven (experiments/helion_eager_graph.py, session 54), so
+# a walk there may follow what graph replay does not see (the launch, perhaps) rather than the kernel: rms_norm
+# 4096x2048's tune of session 54 kept the default, 0.989 of quick. Not raced yet (plan step 7), so off.
+WALK_GRAPH = 0
+# the four problems' first batches ran their fastest at 4-26 us in the race tunes, the next problem's at 71 us
+WALK_GRAPH_BELOW_MS = 0.04
 # the recipe's knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe): integers
 # but ``tolerance``
 RECIPE_KNOBS = ("k", "refill", "climb", "climb_rounds", "local", "local_rounds", "default_walk", "radius",
-                "twin_unaligned", "ties", "verify_ties", "restarts", "tolerance")
+                "twin_unaligned", "ties", "verify_ties", "restarts", "walk_graph", "tolerance")
 # the knobs added after races were run, at the value those races ran with: a recorded recipe names them only where
 # they differ
 RECIPE_BEFORE = {"climb_rounds": 3, "default_walk": 0, "radius": 1, "twin_unaligned": 0, "ties": 0, "verify_ties": 0,
-                 "restarts": 0, "tolerance": 0.03}
+                 "restarts": 0, "walk_graph": 0, "tolerance": 0.03}
 
 
 def recipe_knobs(recipe: dict) -> dict[str, int | float]:
@@ -260,12 +270,14 @@ class HelionBenchmark:
     function in a CUDA graph instead (``graph_times``), Helion's rebenchmark where a capture fails."""
 
     def __init__(self, rounds: int = VERIFY_ROUNDS, target_ms: float = VERIFY_MS, in_process: bool = True,
-                 objective: str = "eager"):
+                 objective: str = "eager", graph_below_ms: float = 0.0):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         self.rounds, self.target_ms, self.in_process, self.objective = rounds, target_ms, in_process, objective
+        self.graph_below_ms = graph_below_ms  # batches by graph replay where the first one's fastest ran under it
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
         self.timing: str | None = None  # how the last re-timing timed (the objective, or why it fell back)
+        self.batch_timing = "eager"  # how the batches of this tune are timed (``walk_timing``, at its first)
 
     def measure(self, bound, args, configs, more=False):
         kept, self.kept = (self.kept if more else None), None
@@ -295,8 +307,19 @@ class HelionBenchmark:
                 settings.autotune_benchmark_subprocess = subprocess_allowed
         self.kept = kept
         members = kept[1] if kept else {}
-        return [_finite(members[j].perf) if (j := hconfigs.config_json(c, counts)) in members else None
-                for c in configs]
+        got = [members.get(hconfigs.config_json(c, counts)) for c in configs]
+        eager = [None if m is None else _finite(m.perf) for m in got]
+        if not more:
+            self.batch_timing = walk_timing(eager, self.graph_below_ms)
+        if self.batch_timing != "graph" or sum(t is not None for t in eager) == 0:
+            return eager
+        ran = [m for m, t in zip(got, eager) if t is not None]
+        try:
+            at = dict(zip(map(id, ran), graph_times([m.fn for m in ran], [m.perf for m in ran], args, 1)))
+        except Exception as e:  # noqa: BLE001 - a kernel a graph cannot capture: Helion's timing from here on
+            self.batch_timing = f"eager, graph failed: {type(e).__name__}: {str(e)[:200]}"
+            return eager
+        return [None if t is None else at[id(m)] for m, t in zip(got, eager)]
 
     def retime(self, bound, args, configs):
         kept, self.kept = self.kept, None
@@ -322,6 +345,13 @@ class HelionBenchmark:
                                target_ms=self.target_ms, use_isolated=False, confirm_suspicious=False,
                                use_interleaved=False)
         return [None if m is None else _median(m.perfs[1:]) for m in chosen]  # perfs[0]: the batch's
+
+
+def walk_timing(first_batch_ms: list[float | None], below_ms: float) -> str:
+    """How a tune's batches are timed ("graph" or "eager"), by its first batch's Helion timings: by graph replay
+    where the fastest ran under ``below_ms`` (``WALK_GRAPH``; 0: never)."""
+    ran = [t for t in first_batch_ms if t is not None]
+    return "graph" if ran and min(ran) < below_ms else "eager"
 
 
 def graph_times(fns: list, call_ms: list[float], args: Sequence[object], rounds: int) -> list[float]:
@@ -547,6 +577,17 @@ def ties_alike(search: dict, ties: int) -> bool:
     if not all(alike(these, 1) for s, these in steps if s.get("faster")):
         return False
     return (ran >= 3) == (ties >= 3) or not levels(search, ms, batch)
+
+
+def walk_graph_alike(search: dict, walk_graph: int) -> bool:
+    """Whether a recorded tune would have timed the same configs the same way with ``walk_graph`` at ``walk_graph``
+    as at its own recipe's (0 where it names none): where its first batch's fastest ran at or above
+    ``WALK_GRAPH_BELOW_MS``, its batches are Helion's timings either way."""
+    if walk_graph == search.get("recipe", {}).get("walk_graph", 0):
+        return True
+    batch = recorded_walk(search)[0]
+    first = [search["timed"][j]["ms"] for j in batch][: len(batch) - search.get("refilled", 0)]
+    return walk_timing(first, WALK_GRAPH_BELOW_MS) == "eager"
 
 
 def restarts_alike(search: dict, restarts: int) -> bool:
@@ -845,6 +886,8 @@ class CostModelAutotuner:
     3 for one that also goes on once from a step that found nothing faster but a config tied with the walk's fastest;
     ``verify_ties``: 1 for a verification that also re-times the configs tied with the fastest (``VERIFY_TIED``);
     ``restarts``: how many times a walk that found nothing faster starts again from the batch (``walk``);
+    ``walk_graph``: 1 for batches timed by graph replay where the first one's fastest ran under
+    ``WALK_GRAPH_BELOW_MS`` (the default timer's; ``WALK_GRAPH``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -854,7 +897,8 @@ class CostModelAutotuner:
                  tolerance: float = TOLERANCE, refill: int = REFILL, local: int = LOCAL,
                  local_rounds: int = LOCAL_ROUNDS, climb: int = CLIMB, climb_rounds: int = CLIMB_ROUNDS,
                  default_walk: int = DEFAULT_WALK, radius: int = RADIUS, twin_unaligned: int = TWIN_UNALIGNED,
-                 ties: int = TIES, verify_ties: int = VERIFY_TIES, restarts: int = RESTARTS, objective: str = "eager"):
+                 ties: int = TIES, verify_ties: int = VERIFY_TIES, restarts: int = RESTARTS,
+                 walk_graph: int = WALK_GRAPH, objective: str = "eager"):
         if objective not in OBJECTIVES:
             raise CostModelError(f"objective {objective!r}: one of {', '.join(OBJECTIVES)}")
         if radius < 1:
@@ -866,8 +910,9 @@ class CostModelAutotuner:
         self.local, self.local_rounds, self.climb, self.objective = local, local_rounds, climb, objective
         self.climb_rounds = climb_rounds
         self.default_walk, self.radius, self.twin_unaligned, self.ties = default_walk, radius, twin_unaligned, ties
-        self.verify_ties, self.restarts = verify_ties, restarts
-        self.timer = timer or HelionBenchmark(objective=objective)
+        self.verify_ties, self.restarts, self.walk_graph = verify_ties, restarts, walk_graph
+        self.timer = timer or HelionBenchmark(objective=objective,
+                                              graph_below_ms=WALK_GRAPH_BELOW_MS if walk_graph else 0.0)
         self.gpu, self.helion_version, self.n_seeds = gpu, helion_version, n_seeds
         self.said: set[str] = set()
         self.last: dict = {}  # what the last search did: candidates, the batch, the verification, the best, times
@@ -1054,6 +1099,7 @@ class CostModelSearch:
             "refilled": len(more), "climb": climbing, "steps": steps, "recipe": tuner.recipe(),
             "default_ms": default_ms,
             "tolerance": tuner.tolerance, "timing": getattr(timer, "timing", None),
+            **({"batch_timing": getattr(timer, "batch_timing", None)} if tuner.walk_graph else {}),
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},
