@@ -187,7 +187,8 @@ RESTARTS = 1
 # a walk there may follow what graph replay does not see (the launch, perhaps) rather than the kernel: rms_norm
 # 4096x2048's tune of session 54 kept the default, 0.989 of quick. Not raced yet (plan step 7), so off.
 WALK_GRAPH = 0
-# the four problems' first batches ran their fastest at 4-26 us in the race tunes, the next problem's at 71 us
+# the four problems' first batches ran their fastest at 4-26 us in the graph-timed race tunes, the next problem's at
+# 71 us and more (experiments/helion_eager_graph.py, ``first_batch_fastest_ms``)
 WALK_GRAPH_BELOW_MS = 0.04
 # the recipe's knobs (``CostModelAutotuner.recipe``), which a race may set otherwise (bench_helion --recipe): integers
 # but ``tolerance``
@@ -311,9 +312,9 @@ class HelionBenchmark:
         eager = [None if m is None else _finite(m.perf) for m in got]
         if not more:
             self.batch_timing = walk_timing(eager, self.graph_below_ms)
-        if self.batch_timing != "graph" or sum(t is not None for t in eager) == 0:
-            return eager
         ran = [m for m, t in zip(got, eager) if t is not None]
+        if self.batch_timing != "graph" or not ran:
+            return eager
         try:
             at = dict(zip(map(id, ran), graph_times([m.fn for m in ran], [m.perf for m in ran], args, 1)))
         except Exception as e:  # noqa: BLE001 - a kernel a graph cannot capture: Helion's timing from here on
@@ -585,9 +586,14 @@ def walk_graph_alike(search: dict, walk_graph: int) -> bool:
     ``WALK_GRAPH_BELOW_MS``, its batches are Helion's timings either way."""
     if walk_graph == search.get("recipe", {}).get("walk_graph", 0):
         return True
+    return walk_timing(first_batch_ms(search), WALK_GRAPH_BELOW_MS) == "eager"
+
+
+def first_batch_ms(search: dict) -> list[float | None]:
+    """A recorded tune's first batch's timings (the top k, the climb's and the default: ``walk_timing``'s), the
+    refill and the steps left out."""
     batch = recorded_walk(search)[0]
-    first = [search["timed"][j]["ms"] for j in batch][: len(batch) - search.get("refilled", 0)]
-    return walk_timing(first, WALK_GRAPH_BELOW_MS) == "eager"
+    return [search["timed"][j]["ms"] for j in batch][: len(batch) - search.get("refilled", 0)]
 
 
 def restarts_alike(search: dict, restarts: int) -> bool:

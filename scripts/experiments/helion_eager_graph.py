@@ -6,7 +6,9 @@ Per problem: the finalists' graph ms (the fastest), ``offset_spread`` (per tune,
 eager/graph ratio among its re-timed configs: how far a cost graph replay does not see moves their eager order; the
 median over tunes), ``first_not_fastest`` (the share of tunes whose batch-fastest finalist is not the fastest by
 graph replay) and ``default_offset`` (per tune, the default's eager/graph ratio over the median finalist's; the
-median over tunes: above 1, eager timing reads the default slower than graph replay does).
+median over tunes: above 1, eager timing reads the default slower than graph replay does) and
+``first_batch_fastest_ms`` (the fastest of each tune's first batch by Helion's timing, what ``walk_graph`` reads:
+the least and the most over tunes).
 
     .venv/bin/python scripts/experiments/helion_eager_graph.py [--out FILE.json]
 """
@@ -26,6 +28,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from bench_helion import read_rows  # noqa: E402
 from replay_tune import emit  # noqa: E402
 
+from tuner.helion import first_batch_ms  # noqa: E402
+
 ROWS = "scripts/results/bench_helion*-h200-*.jsonl"
 
 
@@ -40,6 +44,7 @@ def one_tune(row: dict) -> dict | None:
     offset = [v["batch_ms"] / v["ms"] for v in timed]
     default = [o for v, o in zip(timed, offset) if v["config"] == row["default"]["config"]]
     return {"graph_ms": min(v["ms"] for v in timed), "offset_spread": max(offset) / min(offset),
+            "first_batch_fastest_ms": min(t for t in first_batch_ms(search) if t is not None),
             "first_not_fastest": min(timed, key=lambda v: v["batch_ms"]) is not min(timed, key=lambda v: v["ms"]),
             "default_offset": default[0] / statistics.median(offset) if default else None}
 
@@ -51,7 +56,9 @@ def by_problem(tunes: dict[str, list[dict]]) -> list[dict]:
         out.append({"problem": key, "tunes": len(ts), "graph_ms": round(min(t["graph_ms"] for t in ts), 5),
                     "offset_spread": round(statistics.median(t["offset_spread"] for t in ts), 3),
                     "first_not_fastest": round(sum(t["first_not_fastest"] for t in ts) / len(ts), 2),
-                    "default_offset": round(statistics.median(defaults), 3) if defaults else None})
+                    "default_offset": round(statistics.median(defaults), 3) if defaults else None,
+                    "first_batch_fastest_ms": [round(f(t["first_batch_fastest_ms"] for t in ts), 5)
+                                               for f in (min, max)]})
     return sorted(out, key=lambda p: p["graph_ms"])
 
 
