@@ -33,7 +33,8 @@ where it ran past ``--timeout``.
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --only 1,8 --recipe local=12 ...
         # the same with a variant of the tuner's recipe, raced before it ships (rows record their recipe)
     PYTHONPATH=. python3 scripts/bench_helion.py --retime rows.jsonl --retune --model DIR ...
-        # the same with another Helion model (scripts/helion_model.py --out DIR), raced before it ships
+        # the same with another Helion model (scripts/helion_model.py --out DIR), raced before it ships; with
+        # --model nvidia-h200 on a card with no model (an H100), a recipe raced there (its figures that card's)
 """
 
 from __future__ import annotations
@@ -100,12 +101,11 @@ def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | Non
     """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config;
     ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``); ``model``: a Helion model
     directory for costmodel's tuner to rank with instead of the shipped one (``--model``)."""
-    from tuner.helion import CostModelAutotuner
     from tuner.helion_problem import first_call
 
     fam = families.get(name)
     args = fam.args(problem, fam.make_inputs(problem, dtype, "cuda"))
-    tuner = CostModelAutotuner(model, objective=OBJECTIVE, **(recipe or {})) if who == "costmodel" else None
+    tuner = costmodel_tuner(model, recipe) if who == "costmodel" else None
     kernel = (fam.with_settings(autotuner_fn=tuner, autotune_effort="quick") if tuner
               else fam.with_settings(autotune_effort=who))
     wall, bound, config = first_call(kernel, args)
@@ -116,6 +116,17 @@ def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | Non
                    model_data_hash=cm.meta.get("data", {}).get("hash") if cm else None,
                    model_params=cm.meta.get("params") if cm else None, **({"model": model} if model else {}))
     return out
+
+
+def costmodel_tuner(model: str | None, recipe: dict | None = None):
+    """costmodel's tuner as the race runs it: the shipped recipe with ``recipe``'s knobs changed; with ``model`` (a
+    directory or GPU slug), ranking with that model on whatever card runs it, as the model's GPU (``gpu=``): a recipe
+    raced on a card with no shipped model (sessions 53-56 were offered H100s, which have none), its figures that
+    card's."""
+    from tuner.helion import CostModelAutotuner
+
+    gpu = load_model(model).gpu if model else None
+    return CostModelAutotuner(model, objective=OBJECTIVE, gpu=gpu, **(recipe or {}))
 
 
 def cold_env(base_cache: str, scratch: str) -> dict:
@@ -509,8 +520,9 @@ def load_model(where: str):
               "local, local_rounds, default_walk, radius, twin_unaligned, ties, verify_ties, restarts, walk_graph), "
               "e.g. --recipe ties=3; repeatable")
 @click.option("--model", "model", default=None, metavar="DIR",
-              help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR), not "
-              "the shipped one: a model raced before it ships (rows record its data hash and training parameters)")
+              help="costmodel's tunes rank with this Helion model directory (scripts/helion_model.py --out DIR) or "
+              "GPU slug, not the shipped one, on whatever card runs them: a model raced before it ships, or a recipe "
+              "on a card with no model (rows record its data hash and training parameters)")
 @click.option("--tune", type=click.Choice(["costmodel", "quick", "full"]), hidden=True)
 @click.option("--kernel", hidden=True)
 @click.option("--problem", hidden=True)
@@ -558,7 +570,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         hw = hardware.current()  # builds Triton's driver module into the base cache
         os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "timing")
         try:
-            helion_model.load(model or hw.gpu, hw.gpu)
+            helion_model.load(model) if model else helion_model.load(hw.gpu, hw.gpu)
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         if retime_files:

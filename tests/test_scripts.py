@@ -47,7 +47,7 @@ for path in sys.argv[2:]:
         for name, mod in list(sys.modules.items()):  # a later script must find its own imports, not these
             if str(getattr(mod, "__file__", None) or "").startswith(scripts):
                 del sys.modules[name]
-    results[path] = {"entry": entry, "code": code, "out": out.getvalue()[-2000:], "error": error, "missing": missing}
+    results[path] = {"entry": entry, "code": code, "out": out.getvalue()[-4000:], "error": error, "missing": missing}
 print(json.dumps(results))
 """
 
@@ -223,6 +223,26 @@ def _recorded_rows(columns):
     from costmodel import dataset
 
     return dataset.read(ROOT / "data", columns).to_pylist()
+
+
+def test_helion_race_with_a_model_ranks_with_it_on_a_card_that_has_none(bench_helion, monkeypatch):
+    """``--model nvidia-h200``: the race's tuner ranks with the H200's model on a card that has none (an H100: sessions
+    53-56 were offered H100s), so that a recipe can be raced there; the shipped tuner falls back on that card."""
+    from costmodel.helion import families
+    from tuner import helion as htune
+
+    monkeypatch.setattr(htune, "_gpu_of", lambda args: "nvidia-h100-80gb-hbm3")
+    fam = families.get("softmax")
+    problem = {"M": 64, "N": 2560}
+    args = fam.args(problem, fam.make_inputs(problem, "float16", "cpu"))
+    bound = fam.with_settings().bind(args)
+    tuner = bench_helion.costmodel_tuner("nvidia-h200", {"walk_graph": 1})
+    tuner.helion_version = "1.4.0"  # the model's; the CPU's Helion is newer
+    cm, why = tuner.fit(bound, args)
+    assert why is None and cm.gpu == "nvidia-h200" and tuner.walk_graph == 1
+    shipped = bench_helion.costmodel_tuner(None)
+    shipped.helion_version = "1.4.0"
+    assert "no usable Helion cost model for GPU nvidia-h100-80gb-hbm3" in shipped.fit(bound, args)[1]
 
 
 def test_helion_race_problems_are_the_named_three_per_kernel_absent_from_the_data(bench_helion):
