@@ -453,13 +453,14 @@ def latest(rows: list[dict]) -> list[dict]:
 
 
 def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
-           tune: Callable[[str, dict], dict] | None = None, retune: bool = False) -> None:
+           tune: Callable[[str, dict], dict] | None = None, retune: bool = False, gpu: str | None = None) -> None:
     """Each raced row again, its tunes' walls and picks kept, its configs timed anew (``timed_row``); the first
     timing kept as ``first_timing``. The first ``full`` rows without one first get Helion's full-effort tune
     (``tune("full", row)``: a cold process, as in the race), so its pick is timed with the others in one call. With
     ``retune``, costmodel's tune runs anew the same way first (the earlier one kept as ``first_costmodel``): a
     changed tuner raced against the picks Helion's searches made in the earlier call, every latency of the row from
-    this one. Rows without a costmodel pick (a failed race) are skipped."""
+    this one. Rows without a costmodel pick (a failed race) are skipped. ``gpu``: the card timing them
+    (``retimed_gpu``; the row's ``gpu`` is the race's, the card whose Helion searches made its picks)."""
     for r in rows:
         if retune and tune is not None:
             r["first_costmodel"] = r.pop("costmodel", {})
@@ -481,7 +482,8 @@ def retime(rows: list[dict], sink, rounds: int, l2_bytes: int, full: int = 0,
         except Exception as e:  # noqa: BLE001 - this row says so; the next row runs
             r["error"] = f"{type(e).__name__}: {str(e)[:1000]}"
             log(f"failed: {r['error']}")
-        sink.write(json.dumps({**r, "retimed": time.strftime("%Y-%m-%d"), "first_timing": first}, default=str) + "\n")
+        sink.write(json.dumps({**r, "retimed": time.strftime("%Y-%m-%d"), "first_timing": first,
+                               **({"retimed_gpu": gpu} if gpu else {})}, default=str) + "\n")
         sink.flush()
 
 
@@ -580,7 +582,7 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
                 return tune_in_new_process(who, name, r["problem"], r["dtype"], cold_env(base_cache, scratch),
                                            timeout_s, recipe if mine else None, model if mine else None)
 
-            return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_row, retune)
+            return retime(to_retime, sink, rounds, hw.l2_bytes, full, tune_row, retune, hw.gpu)
         for i, (name, prob, dt) in enumerate(chosen):
             log(f"helion:{name} {prob} {dt}")
             row = {"gpu": hw.gpu, "date": time.strftime("%Y-%m-%d"), "helion_version": helion_version(),

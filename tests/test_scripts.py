@@ -502,9 +502,10 @@ def test_helion_race_retime_keeps_the_picks_and_the_first_timing(bench_helion, m
     monkeypatch.setattr(bench_helion, "timed_row", timed_row)
     sink = io.StringIO()
     bench_helion.retime([*json.loads(json.dumps(rows)), {**rows[0], "costmodel": {"error": "timed out"}}], sink, 3,
-                        1 << 20)
+                        1 << 20, gpu="nvidia-h100-80gb-hbm3")
     out = [json.loads(line) for line in sink.getvalue().splitlines()]
     assert len(out) == len(rows) and [s[0] for s in seen] == [r["kernel"].removeprefix("helion:") for r in rows]
+    assert all(r["retimed_gpu"] == "nvidia-h100-80gb-hbm3" and r["gpu"] == "nvidia-h200" for r in out)  # the race's
     for old, new, s in zip(rows, out, seen):
         assert s[2] == {w: old[w]["config"] for w in ("costmodel", "quick", "default")}
         assert new["costmodel"] == old["costmodel"] and new["quick"] == old["quick"]
