@@ -610,7 +610,7 @@ def test_helion_race_tunes_a_recipe_variant_for_costmodel_alone(bench_helion, mo
     asked = []
     monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
     monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-2])) or {})
-    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune: [
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune, gpu: [
         tune(w, rows[0]) for w in ("costmodel", "quick", "full")])
     args = ["--retime", rows, "--retune", "--only", "8", "--out", str(tmp_path / "r.jsonl")]
     r = CliRunner().invoke(bench_helion.main, [*args, "--recipe", "local=12", "--recipe", "local_rounds=8"])
@@ -655,7 +655,7 @@ def test_helion_race_tunes_with_another_model_for_costmodel_alone(bench_helion, 
     asked = []
     monkeypatch.setattr(hardware, "current", lambda: types.SimpleNamespace(gpu="nvidia-h200", l2_bytes=1 << 20))
     monkeypatch.setattr(bench_helion, "tune_in_new_process", lambda who, *a: asked.append((who, a[-1])) or {})
-    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune: [
+    monkeypatch.setattr(bench_helion, "retime", lambda rows, sink, r, l2, full, tune, retune, gpu: [
         tune(w, rows[0]) for w in ("costmodel", "quick")])
     args = ["--retime", rows, "--retune", "--only", "8", "--out", str(tmp_path / "r.jsonl")]
     r = CliRunner().invoke(bench_helion.main, [*args, "--model", str(other)])
