@@ -100,7 +100,7 @@ def tune_once(who: str, name: str, problem: dict, dtype: str, recipe: dict | Non
               model: str | None = None) -> dict:
     """The first call of the kernel tuned by ``who`` ("costmodel", "quick", "full"): its wall and chosen config;
     ``recipe``: costmodel's tuner's knobs other than the shipped ones (``parse_recipe``); ``model``: a Helion model
-    directory for costmodel's tuner to rank with instead of the shipped one (``--model``)."""
+    directory or GPU slug for costmodel's tuner to rank with instead of the shipped one (``--model``)."""
     from tuner.helion_problem import first_call
 
     fam = families.get(name)
@@ -572,7 +572,8 @@ def main(only, full, out, rounds, timeout_s, list_only, summarise_files, valid_f
         hw = hardware.current()  # builds Triton's driver module into the base cache
         os.environ["TRITON_CACHE_DIR"] = os.path.join(scratch, "timing")
         try:
-            helion_model.load(model) if model else helion_model.load(hw.gpu, hw.gpu)
+            if not model:  # --model's was loaded above, and ranks on any card
+                helion_model.load(hw.gpu, hw.gpu)
         except CostModelError as e:  # the rows say so too (costmodel.path, .fallback)
             log(f"no Helion cost model for {hw.gpu} ({e}): costmodel's tunes are its fallback, Helion's quick search")
         if retime_files:
