@@ -185,8 +185,13 @@ RESTARTS = 1
 # 64x3072, rms_norm and layer_norm 4096x2048) eager timing strays from graph replay by config, a median 9-24% between
 # the configs a tune re-timed, against 0.4-6% on the other eleven (experiments/helion_eager_graph.py, session 54), so
 # a walk there may follow what graph replay does not see (the launch, perhaps) rather than the kernel: rms_norm
-# 4096x2048's tune of session 54 kept the default, 0.989 of quick. Not raced yet (plan step 7), so off.
-WALK_GRAPH = 0
+# 4096x2048's tune of session 54 kept the default, 0.989 of quick. Shipped in session 57 on an H100's race (plan step
+# 7b, bench_helion-retimed-h100-2026-12-07-s57.{1,2}.jsonl: both arms ranked by the H200's model, timed beside the
+# H200's quick and default picks in one call): rms_norm 4096x2048 1.070 of quick with it against 1.051 without,
+# layer_norm 4096x2048 1.010 against 1.009, both softmaxes the same pick as quick's; one tune each, so the gain is
+# within that problem's tune-to-tune spread (0.989-1.069 in session 54), but no problem lost and walls were alike
+# (12.1-13.5 s). The H200's race of it (plan step 7) is still to run.
+WALK_GRAPH = 1
 # the four problems' first batches ran their fastest at 4-26 us in the graph-timed race tunes, the next problem's at
 # 71 us and more (experiments/helion_eager_graph.py, ``first_batch_fastest_ms``)
 WALK_GRAPH_BELOW_MS = 0.04
