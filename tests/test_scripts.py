@@ -20,8 +20,9 @@ PY = sorted(p.relative_to(SCRIPTS).as_posix() for p in SCRIPTS.rglob("*.py") if 
 SH = sorted(p.relative_to(SCRIPTS).as_posix() for p in SCRIPTS.rglob("*.sh"))
 # imported only on the GPU host, where they are carried as wheels (scripts/device_job.sh)
 GPU_HOST_ONLY = {"helion"}
-# the Helion tuner's recipe in the races before session 44, the shipped one until then: restarts off
-BEFORE_S44 = {"restarts": 0}
+# the Helion tuner's recipe in the races before session 57 (walk_graph off) and before session 44 (restarts off too)
+BEFORE_S57 = {"walk_graph": 0}
+BEFORE_S44 = {"restarts": 0, **BEFORE_S57}
 
 _DRIVER = r"""
 import contextlib, io, json, runpy, sys, traceback
@@ -814,15 +815,19 @@ def test_rows_stay_valid_under_restarts_only_where_no_walk_ended_early(bench_hel
     from costmodel.helion import model as helion_model
 
     cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
-    valid = bench_helion.still_valid(rows, cm, {"restarts": 1})
+    valid = bench_helion.still_valid(rows, cm, {"restarts": 1, **BEFORE_S57})
     assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == set(range(15)) - {6, 14}
     raced = _raced(bench_helion, "2026-12-04-s35c.1", "2026-12-04-s35c.2")
-    assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, {"restarts": 1}))
+    assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, {"restarts": 1,
+                                                                                              **BEFORE_S57}))
     made = {r["index"] for r in raced if any(s.get("restart") for s in r["costmodel"]["search"]["steps"])}
     assert made == {0, 1, 2, 3, 7, 9, 10}
     before = bench_helion.still_valid(raced, cm, BEFORE_S44)
     assert {r["index"] for r, o in zip(raced, before) if not o["valid"]} == made
-    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm))  # the shipped recipe since session 44
+    assert all(o["valid"] for o in bench_helion.still_valid(raced, cm, BEFORE_S57))  # shipped in sessions 44-56
+    # walk_graph 1 (shipped in session 57) times the four problems under 10 us otherwise: their rows are stale
+    stale = {r["index"] for r, o in zip(raced, bench_helion.still_valid(raced, cm)) if not o["valid"]}
+    assert stale == {3, 5, 7, 10} & {r["index"] for r in raced} != set()
 
 
 def test_rows_stay_valid_under_more_climb_rounds_only_where_their_climb_stopped_short(bench_helion):
@@ -1072,8 +1077,9 @@ def test_rows_stay_valid_under_a_tolerance_only_where_the_verification_picks_ali
 
     cm, rows = helion_model.load("nvidia-h200"), _raced(bench_helion, "2026-12-05-s38a.2")
     assert [r["index"] for r in rows] == [5, 10, 11, 11, 11] and htune.TOLERANCE == 0.01
-    assert [o["valid"] for o in bench_helion.still_valid(rows, cm, {"restarts": 1})] == [True, False, True, True, True]
-    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, {"restarts": 1, "tolerance": 0.03}))
+    now = {"restarts": 1, **BEFORE_S57}
+    assert [o["valid"] for o in bench_helion.still_valid(rows, cm, now)] == [True, False, True, True, True]
+    assert all(o["valid"] for o in bench_helion.still_valid(rows, cm, {**now, "tolerance": 0.03}))
     search, default = rows[1]["costmodel"]["search"], rows[1]["default"]["config"]
     assert search["best"]["config"] == default and search["tolerance"] == 0.03
     assert htune.tolerance_alike(search, default, 0.03) and not htune.tolerance_alike(search, default, 0.01)
