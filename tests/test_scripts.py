@@ -815,11 +815,11 @@ def test_rows_stay_valid_under_restarts_only_where_no_walk_ended_early(bench_hel
     from costmodel.helion import model as helion_model
 
     cm, rows = helion_model.load("nvidia-h200"), _shipped_race(bench_helion)
-    valid = bench_helion.still_valid(rows, cm, {"restarts": 1, **BEFORE_S57})
+    now = {"restarts": 1, **BEFORE_S57}
+    valid = bench_helion.still_valid(rows, cm, now)
     assert {r["index"] for r, o in zip(rows, valid) if not o["valid"]} == set(range(15)) - {6, 14}
     raced = _raced(bench_helion, "2026-12-04-s35c.1", "2026-12-04-s35c.2")
-    assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, {"restarts": 1,
-                                                                                              **BEFORE_S57}))
+    assert len(raced) == 10 and all(o["valid"] for o in bench_helion.still_valid(raced, cm, now))
     made = {r["index"] for r in raced if any(s.get("restart") for s in r["costmodel"]["search"]["steps"])}
     assert made == {0, 1, 2, 3, 7, 9, 10}
     before = bench_helion.still_valid(raced, cm, BEFORE_S44)
