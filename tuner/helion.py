@@ -188,9 +188,10 @@ RESTARTS = 1
 # 4096x2048's tune of session 54 kept the default, 0.989 of quick. Shipped in session 57 on an H100's race (plan step
 # 7b, bench_helion-retimed-h100-2026-12-07-s57.{1,2}.jsonl: both arms ranked by the H200's model, timed beside the
 # H200's quick and default picks in one call): rms_norm 4096x2048 1.070 of quick with it against 1.051 without,
-# layer_norm 4096x2048 1.010 against 1.009, both softmaxes the same pick as quick's; one tune each, so the gain is
-# within that problem's tune-to-tune spread on the H200 (0.989-1.069 of quick since session 39), but no problem lost;
-# cold walls 12.1-13.5 s against 8.6-12.8. The H200's race of it (plan step 7) is still to run.
+# layer_norm 4096x2048 1.010 against 1.009, both softmaxes the same pick as quick's, cold walls 12.1-13.5 s against
+# 8.6-12.8; two more tunes a side of rms_norm in a later call, alternating (s57b.{1,2,3,4}): 1.135 and 1.135 of quick
+# with it, one config 5% faster than the picks without it, 1.078 and 1.076. The H200's race of it (plan step 7) is
+# still to run.
 WALK_GRAPH = 1
 # the four problems' first batches ran their fastest at 4-26 us in the graph-timed race tunes, the next problem's at
 # 71 us and more (experiments/helion_eager_graph.py, ``first_batch_fastest_ms``)
