@@ -974,7 +974,9 @@ def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay(walk
     """softmax 64x2560 fp16 (session 24's race row), whose batch ran at 5 us: with ``walk_graph`` every batch of the
     tune, the first and one measured with ``more``, answers by graph replay (one round each, the recorded graph
     rounds), so the default beats the tune's pick as the race reads them; without, Helion's batch timing, where the
-    pick wins. A first batch that ran at or above WALK_GRAPH_BELOW_MS keeps Helion's timing. Nothing runs."""
+    pick wins. A first batch that ran at or above WALK_GRAPH_BELOW_MS keeps Helion's timing. A later batch a graph
+    cannot capture counts as not run (its reason kept), so no walk weighs Helion's timing against graph times; a first
+    one that cannot keeps Helion's timing for the tune. Nothing runs."""
     from helion.autotuner import base_search
     from helion.autotuner.benchmark_provider import BenchmarkResult
 
@@ -990,7 +992,7 @@ def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay(walk
     bound, args = _bound(row["kernel"], row["problem"], row["dtype"],
                          autotune_baseline_fn=lambda *a: fam.reference(row["problem"], a))
     counts = families.op_counts(bound.config_spec)
-    ran, timed, scale = [], [], [1.0]
+    ran, timed, scale, fail = [], [], [1.0], []
 
     def benchmark_batch(self, cfgs, *, desc=""):
         return [BenchmarkResult(config=c, fn=lambda *a, j=key(dict(c), counts): ran.append(j),
@@ -998,6 +1000,8 @@ def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay(walk
                 for c in cfgs]
 
     def graph_timer(calls):
+        if fail:
+            raise RuntimeError("capture failed")
         ran.clear()
         calls[0]()
         j = ran[0]
@@ -1019,6 +1023,14 @@ def test_with_walk_graph_a_short_kernel_s_batches_are_timed_by_graph_replay(walk
     if walk_graph:
         assert timer.batch_timing == "graph" and timed == [a, b, b]
         assert (first, second) == ([graph[a][0], graph[b][0]], [graph[b][1]]) and first[1] < first[0]
+        fail.append(True)  # a later batch a graph cannot capture counts as not run: the tune stays graph-timed
+        assert timer.measure(bound, args, [pick], more=True) == [None] and timer.batch_timing == "graph"
+        assert timer.graph_failed == ["RuntimeError: capture failed"]
+        again = timer.measure(bound, args, [pick, default])  # a first batch that cannot: Helion's timing throughout
+        assert again == [batch_ms[a], batch_ms[b]] and timer.batch_timing == "eager, graph failed: RuntimeError: "\
+            "capture failed" and timer.graph_failed == []
+        assert timer.measure(bound, args, [default], more=True) == [batch_ms[b]]
+        fail.clear()
     else:
         assert timer.batch_timing == "eager" and not timed
         assert (first, second) == ([batch_ms[a], batch_ms[b]], [batch_ms[b]]) and first[0] < first[1]

@@ -285,6 +285,7 @@ class HelionBenchmark:
         self.kept: tuple[Any, dict] | None = None  # the last batch's search and its members, by config JSON
         self.timing: str | None = None  # how the last re-timing timed (the objective, or why it fell back)
         self.batch_timing = "eager"  # how the batches of this tune are timed (``walk_timing``, at its first)
+        self.graph_failed: list[str] = []  # why a graph could not capture a later batch of a graph-timed tune
 
     def measure(self, bound, args, configs, more=False):
         kept, self.kept = (self.kept if more else None), None
@@ -317,15 +318,21 @@ class HelionBenchmark:
         got = [members.get(hconfigs.config_json(c, counts)) for c in configs]
         eager = [None if m is None else _finite(m.perf) for m in got]
         if not more:
-            self.batch_timing = walk_timing(eager, self.graph_below_ms)
+            self.batch_timing, self.graph_failed = walk_timing(eager, self.graph_below_ms), []
         ran = [m for m, t in zip(got, eager) if t is not None]
         if self.batch_timing != "graph" or not ran:
             return eager
         try:
             at = dict(zip(map(id, ran), graph_times([m.fn for m in ran], [m.perf for m in ran], args, 1)))
-        except Exception as e:  # noqa: BLE001 - a kernel a graph cannot capture: Helion's timing from here on
-            self.batch_timing = f"eager, graph failed: {type(e).__name__}: {str(e)[:200]}"
-            return eager
+        except Exception as e:  # noqa: BLE001 - a kernel a graph cannot capture
+            why = f"{type(e).__name__}: {str(e)[:200]}"
+            if not more:  # the first batch: this tune's batches are timed as Helion times them
+                self.batch_timing = f"eager, graph failed: {why}"
+                return eager
+            # a later batch: its configs count as not run, so no walk weighs Helion's timing (launch included) against
+            # the graph times of the batches before it
+            self.graph_failed.append(why)
+            return [None] * len(configs)
         return [None if t is None else at[id(m)] for m, t in zip(got, eager)]
 
     def retime(self, bound, args, configs):
@@ -899,7 +906,8 @@ class CostModelAutotuner:
     ``verify_ties``: 1 for a verification that also re-times the configs tied with the fastest (``VERIFY_TIED``);
     ``restarts``: how many times a walk that found nothing faster starts again from the batch (``walk``);
     ``walk_graph``: 1 for batches timed by graph replay where the first one's fastest ran under
-    ``WALK_GRAPH_BELOW_MS`` (the default timer's; ``WALK_GRAPH``);
+    ``WALK_GRAPH_BELOW_MS`` (the default timer's; ``WALK_GRAPH``; a later batch a graph cannot capture counts as not
+    run, its reason in the record's ``graph_failed``);
     ``objective``: what the default timer's verification re-times by (``OBJECTIVES``: "eager", Helion's own timing,
     or "graph")."""
 
@@ -1111,7 +1119,8 @@ class CostModelSearch:
             "refilled": len(more), "climb": climbing, "steps": steps, "recipe": tuner.recipe(),
             "default_ms": default_ms,
             "tolerance": tuner.tolerance, "timing": getattr(timer, "timing", None),
-            **({"batch_timing": getattr(timer, "batch_timing", None)} if tuner.walk_graph else {}),
+            **({"batch_timing": getattr(timer, "batch_timing", None),
+                "graph_failed": list(getattr(timer, "graph_failed", []))} if tuner.walk_graph else {}),
             "verified": [{"config": c, "batch_ms": batch_ms[hconfigs.config_json(c)], "ms": t}
                          for c, t in zip(finals, steady)],
             "best": {"config": best, "ms": best_ms, "batch_ms": batch_ms[hconfigs.config_json(best)]},
